@@ -1,0 +1,56 @@
+# Thin wrapper over meson.  Every target installs missing Debian build
+# dependencies first (as root, with apt-get), so a fresh machine needs only
+# `make check` or `make bench`.
+
+BUILD       ?= build
+BUILD_ASAN  ?= build-asan
+BUILD_CLANG ?= build-clang
+MESON_TEST  := meson test --print-errorlogs --num-processes 2
+
+# Debian packages the build, the tests and the benchmarks need.
+DEB_PKGS := gcc clang meson ninja-build pkg-config libcmocka-dev
+
+SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
+           UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
+
+.PHONY: all deps check check-gcc check-asan check-clang bench clean
+
+all: deps
+	@test -d $(BUILD) || meson setup $(BUILD)
+	ninja -C $(BUILD)
+
+deps:
+	@missing=$$(for p in $(DEB_PKGS); do \
+	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
+	  done); \
+	if [ -z "$$missing" ]; then exit 0; fi; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "make deps: installing$$(echo ' '$$missing)"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $$missing; \
+	else \
+	  echo "make deps: missing packages; run as root:"; \
+	  echo "  apt-get update && apt-get install -y $$missing"; exit 1; \
+	fi
+
+# The whole suite: gcc (every backend), ASan+UBSan (every backend), clang.
+check: check-gcc check-asan check-clang
+	@echo "make check: all suites passed"
+
+check-gcc: all
+	$(MESON_TEST) -C $(BUILD) --suite unit
+
+check-asan: deps
+	@test -d $(BUILD_ASAN) || meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+	ninja -C $(BUILD_ASAN)
+	$(SAN_ENV) $(MESON_TEST) -C $(BUILD_ASAN) --suite unit
+
+check-clang: deps
+	@test -d $(BUILD_CLANG) || CC=clang meson setup $(BUILD_CLANG)
+	ninja -C $(BUILD_CLANG)
+	$(MESON_TEST) -C $(BUILD_CLANG) --suite unit
+
+bench: all
+	$(BUILD)/bench/bench-dispatch $(BENCH_ARGS)
+
+clean:
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG)

@@ -1,0 +1,23 @@
+/*
+ * aioloop/aioloop.h - umbrella header of libaioloop.
+ *
+ * libaioloop is an event loop for virtualization and systems services: fd
+ * handlers with O(1) add, remove and dispatch, safe nested polling, and
+ * pluggable fd monitors (epoll, poll).  Link with `pkg-config aioloop`.
+ *
+ * Every public name starts with aiol_; every function is aiol_<noun>_<verb>;
+ * calls that can fail return 0 or a negative errno.
+ */
+#ifndef AIOLOOP_AIOLOOP_H
+#define AIOLOOP_AIOLOOP_H
+
+/** Version of the headers. */
+#define AIOL_VERSION_MAJOR 0
+#define AIOL_VERSION_MINOR 1
+#define AIOL_VERSION_PATCH 0
+
+#include "aioloop/queue.h"
+#include "aioloop/loop.h"
+#include "aioloop/fd.h"
+
+#endif /* AIOLOOP_AIOLOOP_H */

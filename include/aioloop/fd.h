@@ -1,0 +1,89 @@
+/*
+ * aioloop/fd.h - fd handlers.
+ *
+ * A loop holds at most one handler per fd.  A handler has read, write and
+ * busy-poll callbacks plus one opaque pointer that every callback receives.
+ * Events are level-triggered on every backend: while the fd stays readable
+ * the read callback runs on every iteration.
+ *
+ * Lookup, add, replace and remove are O(1) in the number of handlers.
+ *
+ * Removal is safe anywhere: once aiol_fd_remove() (or a replacing
+ * aiol_fd_set()) returns on the polling thread, the old callbacks are never
+ * called again, even when the removal happens deep inside a nested poll and
+ * the handler was already collected as ready by an outer poll.
+ *
+ * Thread safety: handlers may be set and removed from any thread.  A
+ * removal from another thread stops callbacks that have not started yet by
+ * the time the polling thread sees it; one already running is not waited
+ * for.  Remove a handler before closing its fd: the kernel forgets a closed
+ * fd by itself under epoll, but a number reused by a new file is only
+ * watched once its handler is set again with different events, or removed
+ * and added.
+ */
+#ifndef AIOLOOP_FD_H
+#define AIOLOOP_FD_H
+
+#include <stdbool.h>
+
+#include "aioloop/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A read, write or notification callback. */
+typedef void aiol_handler_fn(void *opaque);
+
+/** A busy-poll callback: returns true when there is work to do. */
+typedef bool aiol_poll_fn(void *opaque);
+
+/**
+ * The full set of callbacks of a handler.  Any member may be NULL; a handler
+ * with all of read, write and poll NULL does not exist.
+ */
+typedef struct aiol_fd_ops {
+    aiol_handler_fn *read;       /**< fd readable, hung up or in error */
+    aiol_handler_fn *write;      /**< fd writable or in error */
+    aiol_poll_fn *poll;          /**< busy-poll check, see docs/design.md */
+    aiol_handler_fn *poll_ready; /**< runs when poll returned true (NULL: read) */
+    aiol_handler_fn *poll_begin; /**< the loop starts busy-polling this handler */
+    aiol_handler_fn *poll_end;   /**< the loop stops busy-polling this handler */
+} aiol_fd_ops;
+
+/**
+ * Sets, replaces or removes the handler of @p fd.
+ *
+ * With at least one of @p ops->read, write or poll non-NULL the handler is
+ * set, replacing any previous one (whose callbacks never run again).  With
+ * all three NULL (or @p ops NULL) any handler is removed and 0 returned.
+ * @p ops is copied.  Replacing a handler with one that watches the same
+ * events makes no syscall.
+ *
+ * @return 0; -EBADF for a negative or closed fd; -ENOMEM; or the error the
+ *         fd monitor gives for an fd it refuses (epoll: -EPERM for a regular
+ *         file).  On error the loop is unchanged: a previous handler stays.
+ */
+int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
+                    void *opaque);
+
+/**
+ * Shorthand for aiol_fd_set_ops() with only read, write and poll callbacks.
+ */
+int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
+                aiol_handler_fn *write, aiol_poll_fn *poll, void *opaque);
+
+/**
+ * Removes the handler of @p fd.
+ * @return 0, -EBADF for a negative fd, -ENOENT when @p fd has no handler.
+ */
+int aiol_fd_remove(aiol_loop *loop, int fd);
+
+/** True when @p fd has a handler on @p loop. */
+bool aiol_fd_is_set(aiol_loop *loop, int fd);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_FD_H */

@@ -1,0 +1,93 @@
+/*
+ * aioloop/loop.h - creating, running and destroying a loop.
+ *
+ * A loop (aiol_loop) is an opaque object polled by one thread at a time.
+ * Every call that can fail returns 0 or a negative errno; misuse (a NULL
+ * loop, freeing a loop from inside its own poll) aborts with a message.
+ */
+#ifndef AIOLOOP_LOOP_H
+#define AIOLOOP_LOOP_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** An event loop.  Opaque; create with aiol_loop_new(). */
+typedef struct aiol_loop aiol_loop;
+
+/** Deadline meaning "no deadline": aiol_loop_poll_deadline() may block forever. */
+#define AIOL_DEADLINE_NONE INT64_MAX
+
+/**
+ * Counters a loop keeps about its own work.  They exist so tests can assert
+ * complexity by counting work instead of timing it.  Updated by the polling
+ * thread (monitor_ctls: under the loop's handler lock); read them from the
+ * polling thread or while the loop is idle.  New fields are only ever added
+ * at the end.
+ */
+typedef struct aiol_loop_stats {
+    uint64_t iterations;     /**< poll calls, nested ones included */
+    uint64_t monitor_waits;  /**< waits on the fd monitor (epoll_wait, poll...) */
+    uint64_t monitor_ctls;   /**< registration syscalls (epoll_ctl...) */
+    uint64_t handler_visits; /**< ready-list entries examined by dispatch */
+    uint64_t callbacks;      /**< fd callbacks invoked (read and write) */
+} aiol_loop_stats;
+
+/**
+ * Creates a loop.
+ *
+ * @param out      receives the loop on success; untouched on failure
+ * @param backend  fd monitor to use: "epoll", "poll" (or "io_uring" once
+ *                 built in).  The named backend is used or the call fails
+ *                 with its error (-EINVAL for an unknown name).  NULL picks
+ *                 the default: the backend named by the AIOLOOP_BACKEND
+ *                 environment variable if it starts, else the first of
+ *                 epoll and poll that starts.  aiol_loop_backend() tells
+ *                 which one runs.
+ * @return 0, -EINVAL, -ENOMEM, or the backend's own error (-EMFILE...).
+ */
+int aiol_loop_new(aiol_loop **out, const char *backend);
+
+/**
+ * Destroys a loop.  Handlers still registered are dropped without their
+ * callbacks being called; their fds are not closed.  Must not be called
+ * from inside the loop's own poll.  NULL is a no-op.
+ */
+void aiol_loop_free(aiol_loop *loop);
+
+/** Name of the fd monitor the loop runs on ("epoll", "poll", ...). */
+const char *aiol_loop_backend(const aiol_loop *loop);
+
+/**
+ * Runs one iteration: waits for events (if @p blocking), then dispatches
+ * what this call collected.  May be called from inside a callback of the
+ * same loop (nested poll); see docs/design.md for the nesting rules.
+ *
+ * @return true when progress was made: a callback other than the loop's
+ *         internal ones ran.
+ */
+bool aiol_loop_poll(aiol_loop *loop, bool blocking);
+
+/**
+ * Like aiol_loop_poll() but waits at most until @p deadline_ns on the
+ * CLOCK_MONOTONIC clock of aiol_clock_now_ns().  A deadline in the past
+ * (0, say) never blocks; AIOL_DEADLINE_NONE blocks as long as needed.
+ * The wait has nanosecond precision on every backend.  Meant for embedders
+ * that own the outer deadline.
+ */
+bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);
+
+/** Copies the loop's counters into @p out. */
+void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out);
+
+/** Current CLOCK_MONOTONIC time in nanoseconds. */
+int64_t aiol_clock_now_ns(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_LOOP_H */

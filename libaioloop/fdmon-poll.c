@@ -1,0 +1,195 @@
+/*
+ * fdmon-poll.c - the poll(2) fd monitor: portable baseline and the
+ * reference for correctness.
+ *
+ * Design.  A persistent pollfd array holds one entry per handler that
+ * watches events; handler->mon_slot is its index.  Add appends, remove
+ * moves the last entry into the hole, replace rewrites the entry in place:
+ * all O(1) and free of syscalls, except one fcntl(F_GETFD) on add so that a
+ * closed fd is refused with EBADF as on epoll.  The wait itself is O(n)
+ * because poll(2) is; dispatch stays O(ready).
+ *
+ * Threading: the array is protected by loop->lock.  Since other threads may
+ * change handlers while the polling thread sleeps, wait() copies the array
+ * under the lock and sleeps on the copy, then maps results back through
+ * the fd table, so a handler replaced during the sleep gets the event and a
+ * removed one gets nothing.
+ *
+ * Kernel quirks.  An fd closed while watched comes back as POLLNVAL on every
+ * call.  We stop watching that entry (fd set negative, which poll ignores)
+ * instead of spinning; setting the handler again re-enables it.  Regular
+ * files are always readable and writable to poll(2).  ppoll gives the wait
+ * nanosecond precision.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "internal.h"
+
+typedef struct poll_state {
+    struct pollfd *pfds; /* lock */
+    size_t n, cap;       /* lock */
+    struct pollfd *copy; /* polling thread */
+    size_t copy_cap;     /* polling thread */
+} poll_state;
+
+static int poll_init(aiol_loop *loop)
+{
+    poll_state *s = calloc(1, sizeof(*s));
+
+    if (s == NULL) {
+        return -ENOMEM;
+    }
+    loop->mon_state = s;
+    return 0;
+}
+
+static void poll_fini(aiol_loop *loop)
+{
+    poll_state *s = loop->mon_state;
+
+    free(s->pfds);
+    free(s->copy);
+    free(s);
+    loop->mon_state = NULL;
+}
+
+static short to_poll(unsigned events)
+{
+    return (short)((events & AIOL__EV_IN ? POLLIN : 0) |
+                   (events & AIOL__EV_OUT ? POLLOUT : 0));
+}
+
+static unsigned from_poll(short ev)
+{
+    return (ev & POLLIN ? AIOL__EV_IN : 0u) | (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
+           (ev & POLLERR ? AIOL__EV_ERR : 0u) | (ev & POLLHUP ? AIOL__EV_HUP : 0u);
+}
+
+/* Grows *arr (of *cap entries) to hold at least @want entries. */
+static int pfd_reserve(struct pollfd **arr, size_t *cap, size_t want)
+{
+    size_t size = *cap ? *cap : 64;
+    struct pollfd *bigger;
+
+    if (want <= *cap) {
+        return 0;
+    }
+    while (size < want) {
+        size *= 2;
+    }
+    bigger = realloc(*arr, size * sizeof(*bigger));
+    if (bigger == NULL) {
+        return -ENOMEM;
+    }
+    *arr = bigger;
+    *cap = size;
+    return 0;
+}
+
+static int poll_update(aiol_loop *loop, aiol__handler *old,
+                       aiol__handler *new_)
+{
+    poll_state *s = loop->mon_state;
+    long slot = old ? old->mon_slot : -1;
+
+    if (new_ != NULL && new_->events != 0) {
+        if (slot < 0) {
+            int ret;
+
+            if (fcntl(new_->fd, F_GETFD) < 0) {
+                return -errno;
+            }
+            ret = pfd_reserve(&s->pfds, &s->cap, s->n + 1);
+            if (ret < 0) {
+                return ret;
+            }
+            slot = (long)s->n++;
+        }
+        s->pfds[slot].fd = new_->fd;
+        s->pfds[slot].events = to_poll(new_->events);
+        s->pfds[slot].revents = 0;
+        new_->mon_slot = slot;
+        return 0;
+    }
+    if (slot >= 0) {
+        struct pollfd *last = &s->pfds[s->n - 1];
+
+        if ((size_t)slot != s->n - 1) {
+            int last_fd = last->fd < 0 ? -last->fd - 1 : last->fd;
+
+            s->pfds[slot] = *last;
+            loop->table[last_fd]->mon_slot = slot;
+        }
+        s->n--;
+    }
+    return 0;
+}
+
+static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
+                     int64_t deadline_ns)
+{
+    poll_state *s = loop->mon_state;
+    struct timespec ts;
+    size_t n;
+    int ret, queued = 0;
+
+    loop->stats.monitor_waits++;
+    pthread_mutex_lock(&loop->lock);
+    n = s->n;
+    ret = pfd_reserve(&s->copy, &s->copy_cap, n);
+    if (ret == 0 && n > 0) {
+        memcpy(s->copy, s->pfds, n * sizeof(*s->copy));
+    }
+    pthread_mutex_unlock(&loop->lock);
+    if (ret < 0) {
+        return ret;
+    }
+
+    do {
+        bool finite = aiol__deadline_to_timespec(deadline_ns, &ts);
+        ret = ppoll(s->copy, n, finite ? &ts : NULL, NULL);
+    } while (ret < 0 && errno == EINTR);
+    if (ret <= 0) {
+        return ret < 0 ? -errno : 0;
+    }
+
+    pthread_mutex_lock(&loop->lock);
+    for (size_t i = 0; i < n && ret > 0; i++) {
+        struct pollfd *p = &s->copy[i];
+        aiol__handler *node;
+
+        if (p->revents == 0) {
+            continue;
+        }
+        ret--;
+        node = aiol__handler_lookup(loop, p->fd);
+        if (node == NULL || node->mon_slot < 0) {
+            continue;
+        }
+        if (p->revents & POLLNVAL) {
+            struct pollfd *live = &s->pfds[node->mon_slot];
+            if (live->fd == p->fd) {
+                live->fd = -p->fd - 1; /* ignored by poll until set again */
+            }
+            continue;
+        }
+        aiol__ready_add(ready, node, from_poll(p->revents));
+        queued++;
+    }
+    pthread_mutex_unlock(&loop->lock);
+    return queued;
+}
+
+const aiol__fdmon_ops aiol__fdmon_poll = {
+    .name = "poll",
+    .init = poll_init,
+    .fini = poll_fini,
+    .update = poll_update,
+    .wait = poll_wait,
+};

@@ -1,0 +1,283 @@
+/*
+ * handler.c - fd handlers: the fd-indexed table, set/replace/remove, the
+ * deleted list and the walking counter that decides when a removed handler
+ * may be freed.
+ *
+ * Why a deleted list: a poll call collects ready handlers on its own ready
+ * list and then calls them one by one.  Any callback may remove any handler
+ * (its own, one later on the same ready list, one on an outer poll's list).
+ * Freeing at once would leave those lists pointing at freed memory, so
+ * while a poll call is walking (loop->walkers > 0) a removed handler is
+ * only marked deleted and parked on loop->deleted.  Dispatch skips marked
+ * handlers; the outermost poll call frees the list when it finishes.
+ * Everything is O(1) in the number of registered handlers.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+_Noreturn void aiol__fail(const char *func, const char *msg)
+{
+    fprintf(stderr, "aioloop: %s: %s\n", func, msg);
+    fflush(stderr);
+    abort();
+}
+
+/* Caller holds loop->lock.  Frees every parked handler. */
+static void free_deleted_locked(aiol_loop *loop)
+{
+    aiol__handler *node;
+
+    while ((node = AIOL_LIST_FIRST(&loop->deleted)) != NULL) {
+        AIOL_LIST_REMOVE(node, node_deleted);
+        free(node);
+    }
+    atomic_store_explicit(&loop->deleted_pending, false,
+                          memory_order_relaxed);
+}
+
+/*
+ * Caller holds loop->lock and has already unhooked @node from the table
+ * and the monitor.  Frees it now if nobody walks, else parks it.
+ */
+static void retire_locked(aiol_loop *loop, aiol__handler *node)
+{
+    /*
+     * seq_cst pairs with the increment in aiol__walk_begin(): a walker that
+     * started before this load is seen here; one that starts after it can
+     * only find handlers through the table (under this lock), where @node
+     * no longer is.
+     */
+    if (atomic_load_explicit(&loop->walkers, memory_order_seq_cst) == 0) {
+        free(node);
+        free_deleted_locked(loop);
+        return;
+    }
+    /* Release pairs with the acquire load in dispatch_handler(). */
+    atomic_store_explicit(&node->deleted, true, memory_order_release);
+    AIOL_LIST_INSERT_HEAD(&loop->deleted, node, node_deleted);
+    atomic_store_explicit(&loop->deleted_pending, true, memory_order_release);
+}
+
+void aiol__walk_begin(aiol_loop *loop)
+{
+    /* seq_cst: pairs with the load in retire_locked(). */
+    atomic_fetch_add_explicit(&loop->walkers, 1, memory_order_seq_cst);
+}
+
+void aiol__walk_end(aiol_loop *loop)
+{
+    /* Acquire pairs with the release store in retire_locked(). */
+    if (!atomic_load_explicit(&loop->deleted_pending, memory_order_acquire)) {
+        /*
+         * Nothing to free.  A handler parked after this load stays parked
+         * until the next walk ends or a removal finds no walker.
+         */
+        atomic_fetch_sub_explicit(&loop->walkers, 1, memory_order_seq_cst);
+        return;
+    }
+    pthread_mutex_lock(&loop->lock);
+    if (atomic_fetch_sub_explicit(&loop->walkers, 1,
+                                  memory_order_seq_cst) == 1) {
+        free_deleted_locked(loop);
+    }
+    pthread_mutex_unlock(&loop->lock);
+}
+
+/* Caller holds loop->lock.  Makes table[fd] addressable. */
+static int table_reserve_locked(aiol_loop *loop, int fd)
+{
+    size_t want = (size_t)fd + 1;
+    size_t size = loop->table_size ? loop->table_size : 64;
+    aiol__handler **table;
+
+    if (want <= loop->table_size) {
+        return 0;
+    }
+    while (size < want) {
+        size *= 2;
+    }
+    table = realloc(loop->table, size * sizeof(*table));
+    if (table == NULL) {
+        return -ENOMEM;
+    }
+    memset(table + loop->table_size, 0,
+           (size - loop->table_size) * sizeof(*table));
+    loop->table = table;
+    loop->table_size = size;
+    return 0;
+}
+
+static unsigned ops_events(const aiol_fd_ops *ops)
+{
+    return (ops->read ? AIOL__EV_IN : 0u) | (ops->write ? AIOL__EV_OUT : 0u);
+}
+
+static bool ops_empty(const aiol_fd_ops *ops)
+{
+    return ops == NULL || (!ops->read && !ops->write && !ops->poll);
+}
+
+/* Caller holds loop->lock.  Unhooks and retires the handler of @fd. */
+static void remove_locked(aiol_loop *loop, aiol__handler *old)
+{
+    /* A failure here means the fd is already gone from the kernel's view. */
+    (void)loop->mon->update(loop, old, NULL);
+    loop->table[old->fd] = NULL;
+    loop->nhandlers--;
+    retire_locked(loop, old);
+}
+
+int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
+                    void *opaque)
+{
+    aiol__handler *old, *node = NULL;
+    int ret = 0;
+
+    aiol__check(loop != NULL, "loop is NULL");
+    if (fd < 0) {
+        return -EBADF;
+    }
+    if (!ops_empty(ops)) {
+        node = calloc(1, sizeof(*node));
+        if (node == NULL) {
+            return -ENOMEM;
+        }
+        node->fd = fd;
+        node->events = ops_events(ops);
+        node->ops = *ops;
+        node->opaque = opaque;
+        node->mon_slot = -1;
+    }
+
+    pthread_mutex_lock(&loop->lock);
+    old = aiol__handler_lookup(loop, fd);
+    if (node == NULL) {
+        if (old != NULL) {
+            remove_locked(loop, old);
+        }
+        goto out;
+    }
+    ret = table_reserve_locked(loop, fd);
+    if (ret == 0) {
+        ret = loop->mon->update(loop, old, node);
+    }
+    if (ret < 0) {
+        free(node);
+        goto out;
+    }
+    loop->table[fd] = node;
+    if (old != NULL) {
+        retire_locked(loop, old);
+    } else {
+        loop->nhandlers++;
+    }
+out:
+    pthread_mutex_unlock(&loop->lock);
+    return ret;
+}
+
+int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
+                aiol_handler_fn *write, aiol_poll_fn *poll, void *opaque)
+{
+    const aiol_fd_ops ops = { .read = read, .write = write, .poll = poll };
+
+    return aiol_fd_set_ops(loop, fd, &ops, opaque);
+}
+
+int aiol_fd_remove(aiol_loop *loop, int fd)
+{
+    aiol__handler *old;
+
+    aiol__check(loop != NULL, "loop is NULL");
+    if (fd < 0) {
+        return -EBADF;
+    }
+    pthread_mutex_lock(&loop->lock);
+    old = aiol__handler_lookup(loop, fd);
+    if (old != NULL) {
+        remove_locked(loop, old);
+    }
+    pthread_mutex_unlock(&loop->lock);
+    return old != NULL ? 0 : -ENOENT;
+}
+
+bool aiol_fd_is_set(aiol_loop *loop, int fd)
+{
+    bool set;
+
+    aiol__check(loop != NULL, "loop is NULL");
+    if (fd < 0) {
+        return false;
+    }
+    pthread_mutex_lock(&loop->lock);
+    set = aiol__handler_lookup(loop, fd) != NULL;
+    pthread_mutex_unlock(&loop->lock);
+    return set;
+}
+
+void aiol__handlers_free_all(aiol_loop *loop)
+{
+    pthread_mutex_lock(&loop->lock);
+    for (size_t fd = 0; fd < loop->table_size; fd++) {
+        if (loop->table[fd] != NULL) {
+            remove_locked(loop, loop->table[fd]);
+        }
+    }
+    free_deleted_locked(loop);
+    pthread_mutex_unlock(&loop->lock);
+    free(loop->table);
+    loop->table = NULL;
+    loop->table_size = 0;
+}
+
+/*
+ * Runs the callbacks of one ready handler.  Read runs on input, hang-up or
+ * error; write on output or error.  A handler deleted before or between its
+ * callbacks is skipped from then on.
+ */
+static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
+{
+    unsigned revents = node->revents;
+    bool progress = false;
+
+    loop->stats.handler_visits++;
+    /* Acquire pairs with the release store in retire_locked(). */
+    if (atomic_load_explicit(&node->deleted, memory_order_acquire)) {
+        return false;
+    }
+    if ((revents & (AIOL__EV_IN | AIOL__EV_HUP | AIOL__EV_ERR)) &&
+        node->ops.read != NULL) {
+        loop->stats.callbacks++;
+        node->ops.read(node->opaque);
+        progress = true;
+    }
+    if ((revents & (AIOL__EV_OUT | AIOL__EV_ERR)) && node->ops.write != NULL &&
+        !atomic_load_explicit(&node->deleted, memory_order_acquire)) {
+        loop->stats.callbacks++;
+        node->ops.write(node->opaque);
+        progress = true;
+    }
+    return progress;
+}
+
+bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready)
+{
+    aiol__handler *node;
+    bool progress = false;
+
+    /*
+     * Pop from the head each time: a callback may take any other handler
+     * off this list (a nested poll stealing it) and we never hold a
+     * pointer to a successor.
+     */
+    while ((node = AIOL_LIST_FIRST(ready)) != NULL) {
+        AIOL_LIST_REMOVE(node, node_ready);
+        progress |= dispatch_handler(loop, node);
+    }
+    return progress;
+}

@@ -1,0 +1,624 @@
+/*
+ * test_fd.c - fd handler tests, run once per backend ($AIOLOOP_BACKEND).
+ *
+ * Only the public API is used.  Every test makes its own loop with
+ * tu_loop_new().  Callbacks record what happened in a struct th; a callback
+ * that runs on a handler the test already removed or replaced bumps
+ * th.after_remove, which every test expects to stay 0.  Tests count calls
+ * and the loop's own work counters; none of them looks at a clock.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aioloop/aioloop.h"
+#include "testutil.h"
+#include "th.h"
+
+/* ------------------------------------------------ add, replace, remove */
+
+static void test_add_replace_remove(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int fd = tu_eventfd();
+    th a, b, c;
+
+    (void)state;
+    assert_false(aiol_fd_is_set(loop, fd));
+    assert_int_equal(aiol_fd_remove(loop, fd), -ENOENT);
+    assert_int_equal(aiol_fd_set(loop, fd, NULL, NULL, NULL, NULL), 0);
+    assert_false(aiol_fd_is_set(loop, fd));
+    /* beyond anything the table has grown to: still just "no handler" */
+    assert_false(aiol_fd_is_set(loop, 19000));
+    assert_int_equal(aiol_fd_remove(loop, 19000), -ENOENT);
+
+    th_add(&a, loop, fd, cb_read, NULL);
+    a.drain = true;
+    tu_eventfd_signal(fd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(a.reads, 1);
+
+    /* replace: the new callback and opaque run, the old ones never again */
+    th_add(&b, loop, fd, cb_read_other, NULL);
+    b.drain = true;
+    a.removed = true;
+    tu_eventfd_signal(fd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(a.reads, 1);
+    assert_int_equal(b.reads, 1);
+
+    /* replace while the fd is already readable */
+    tu_eventfd_signal(fd);
+    th_add(&c, loop, fd, cb_read, NULL);
+    c.drain = true;
+    b.removed = true;
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(b.reads, 1);
+    assert_int_equal(c.reads, 1);
+
+    /* remove: no more callbacks even though the fd is readable */
+    tu_eventfd_signal(fd);
+    th_remove(&c);
+    poll_n(loop, 3, false);
+    assert_int_equal(c.reads, 1);
+    assert_int_equal(aiol_fd_remove(loop, fd), -ENOENT);
+    assert_int_equal(a.after_remove + b.after_remove + c.after_remove, 0);
+
+    /* set with all-NULL callbacks removes an existing handler */
+    th_add(&a, loop, fd, cb_read, NULL);
+    assert_int_equal(aiol_fd_set(loop, fd, NULL, NULL, NULL, &a), 0);
+    assert_false(aiol_fd_is_set(loop, fd));
+    assert_false(aiol_loop_poll(loop, false));
+    assert_int_equal(a.reads, 0);
+
+    aiol_loop_free(loop);
+    close(fd);
+}
+
+/* ------------------------------------------------------- remove itself */
+
+static void cb_remove_self(void *opaque)
+{
+    th *h = opaque;
+
+    th_note(h);
+    h->reads++;
+    th_remove(h);
+}
+
+static void cb_write_remove_self(void *opaque)
+{
+    th *h = opaque;
+
+    th_note(h);
+    h->writes++;
+    th_remove(h);
+}
+
+static void test_remove_self_in_callback(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd();
+    int p[2];
+    th h, hp;
+
+    (void)state;
+    /*
+     * An eventfd is always writable, so once signalled both callbacks are
+     * ready in the same dispatch.  Whichever runs first removes the handler;
+     * the other must not run.
+     */
+    th_add(&h, loop, efd, cb_remove_self, cb_write_remove_self);
+    tu_eventfd_signal(efd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(h.reads + h.writes, 1);
+    poll_n(loop, 3, false);
+    assert_int_equal(h.reads + h.writes, 1);
+    assert_int_equal(h.after_remove, 0);
+
+    /* read-only handler on a pipe that stays readable */
+    tu_pipe(p);
+    th_add(&hp, loop, p[0], cb_remove_self, NULL);
+    tu_pipe_signal(p[1]);
+    assert_true(aiol_loop_poll(loop, false));
+    poll_n(loop, 3, false);
+    assert_int_equal(hp.reads, 1);
+    assert_int_equal(hp.after_remove, 0);
+
+    aiol_loop_free(loop);
+    close(efd);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* ------------------------------------- remove a peer in the same batch */
+
+static void cb_remove_peers(void *opaque)
+{
+    th *h = opaque;
+
+    th_note(h);
+    h->reads++;
+    for (th **p = h->peers; *p != NULL; p++) {
+        if (*p != h && !(*p)->removed) {
+            th_remove(*p);
+        }
+    }
+}
+
+#define NPEERS 4
+
+static void test_remove_peer_in_same_batch(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    th h[NPEERS];
+    th *peers[NPEERS + 1] = { NULL };
+    th *survivor = NULL;
+    int total = 0;
+
+    (void)state;
+    for (int i = 0; i < NPEERS; i++) {
+        th_add(&h[i], loop, tu_eventfd(), cb_remove_peers, NULL);
+        h[i].peers = peers;
+        peers[i] = &h[i];
+        tu_eventfd_signal(h[i].fd);  /* all ready; none drains */
+    }
+    /* whichever runs first removes all the others: exactly one call */
+    assert_true(aiol_loop_poll(loop, false));
+    for (int i = 0; i < NPEERS; i++) {
+        total += h[i].reads;
+        if (!h[i].removed) {
+            assert_null(survivor);
+            survivor = &h[i];
+        }
+    }
+    assert_int_equal(total, 1);
+    assert_non_null(survivor);
+    assert_int_equal(survivor->reads, 1);
+
+    /* level-triggered: only the survivor keeps running */
+    poll_n(loop, 2, true);
+    assert_int_equal(survivor->reads, 3);
+    for (int i = 0; i < NPEERS; i++) {
+        assert_int_equal(h[i].after_remove, 0);
+        assert_int_equal(h[i].reads, &h[i] == survivor ? 3 : 0);
+    }
+
+    aiol_loop_free(loop);
+    for (int i = 0; i < NPEERS; i++) {
+        close(h[i].fd);
+    }
+}
+
+/* ------------------------------------------------- level-triggered */
+
+static void test_level_triggered_redelivery(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd();
+    int p[2];
+    th r, w;
+
+    (void)state;
+    th_add(&r, loop, efd, cb_read, NULL);           /* never drains */
+    tu_eventfd_signal(efd);
+    poll_n(loop, 5, true);
+    assert_int_equal(r.reads, 5);
+    th_remove(&r);
+
+    tu_pipe(p);                                     /* stays writable */
+    th_add(&w, loop, p[1], NULL, cb_write);
+    poll_n(loop, 5, true);
+    assert_int_equal(w.writes, 5);
+    assert_int_equal(w.reads, 0);
+    th_remove(&w);
+    assert_false(aiol_loop_poll(loop, false));
+    assert_int_equal(r.after_remove + w.after_remove, 0);
+
+    aiol_loop_free(loop);
+    close(efd);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* ---------------------------------------------------- return value */
+
+static void test_poll_return_value(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd();
+    th h;
+
+    (void)state;
+    assert_false(aiol_loop_poll(loop, false));      /* no handlers at all */
+    th_add(&h, loop, efd, cb_read, NULL);
+    h.drain = true;
+    assert_false(aiol_loop_poll(loop, false));      /* handler, not ready */
+    assert_int_equal(h.reads, 0);
+    tu_eventfd_signal(efd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(h.reads, 1);
+    assert_false(aiol_loop_poll(loop, false));      /* drained */
+    tu_eventfd_signal(efd);                         /* blocking, but ready */
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(h.reads, 2);
+    th_remove(&h);
+    aiol_loop_free(loop);
+    close(efd);
+}
+
+/* ------------------------------------------------------ closed fds */
+
+static void test_closed_fd(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int fd = tu_eventfd();
+    th h;
+
+    (void)state;
+    th_init(&h, loop, fd);
+    close(fd);
+    assert_int_equal(aiol_fd_set(loop, fd, cb_read, NULL, NULL, &h), -EBADF);
+    assert_false(aiol_fd_is_set(loop, fd));
+    assert_int_equal(aiol_fd_set(loop, -1, cb_read, NULL, NULL, &h), -EBADF);
+    assert_int_equal(aiol_fd_set(loop, -7, NULL, cb_write, NULL, &h), -EBADF);
+    assert_int_equal(aiol_fd_remove(loop, -1), -EBADF);
+    assert_false(aiol_fd_is_set(loop, -1));
+
+    /* a readable handler whose fd is closed behind the loop's back */
+    fd = tu_eventfd();
+    th_add(&h, loop, fd, cb_read, NULL);
+    tu_eventfd_signal(fd);
+    close(fd);
+    poll_n(loop, 3, false);
+    assert_int_equal(h.reads, 0);
+    assert_int_equal(aiol_fd_remove(loop, fd), 0);
+    assert_false(aiol_fd_is_set(loop, fd));
+    assert_false(aiol_loop_poll(loop, false));
+    aiol_loop_free(loop);
+}
+
+/* --------------------------------------------- an fd the backend refuses */
+
+static void test_refused_fd(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    const char *backend = aiol_loop_backend(loop);
+    char path[] = "/tmp/aioloop-test-XXXXXX";
+    int file = mkstemp(path);
+    int efd = tu_eventfd();
+    th other, reg;
+    int rc;
+
+    (void)state;
+    assert_true(file >= 0);
+    unlink(path);
+    th_add(&other, loop, efd, cb_read, NULL);
+    other.drain = true;
+    th_init(&reg, loop, file);
+
+    rc = aiol_fd_set(loop, file, cb_read, NULL, NULL, &reg);
+    if (strcmp(backend, "epoll") == 0) {
+        assert_int_equal(rc, -EPERM);
+    } else if (strcmp(backend, "poll") == 0) {
+        assert_int_equal(rc, 0);
+    }   /* other monitors: either outcome, checked for consistency below */
+
+    if (rc == 0) {
+        /* accepted: a regular file always polls readable */
+        assert_true(aiol_fd_is_set(loop, file));
+        poll_n(loop, 2, true);
+        assert_int_equal(reg.reads, 2);
+        th_remove(&reg);
+    } else {
+        /* refused: the loop is unchanged */
+        assert_true(rc < 0);
+        assert_false(aiol_fd_is_set(loop, file));
+        assert_int_equal(aiol_fd_remove(loop, file), -ENOENT);
+        assert_false(aiol_loop_poll(loop, false));
+        assert_int_equal(reg.reads, 0);
+    }
+    /* the other handler is unaffected either way */
+    assert_true(aiol_fd_is_set(loop, efd));
+    tu_eventfd_signal(efd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(other.reads, 1);
+    assert_false(aiol_loop_poll(loop, false));
+    assert_int_equal(reg.after_remove, 0);
+
+    aiol_loop_free(loop);
+    close(file);
+    close(efd);
+}
+
+/* -------------------------------------------------- large fd numbers */
+
+/* Raises the soft RLIMIT_NOFILE to at least @p need if the hard one allows. */
+static bool ensure_nofile(rlim_t need)
+{
+    struct rlimit rl;
+
+    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < need) {
+        return false;
+    }
+    if (rl.rlim_cur < need) {
+        rl.rlim_cur = rl.rlim_max;
+        return setrlimit(RLIMIT_NOFILE, &rl) == 0;
+    }
+    return true;
+}
+
+#define BIG_FD 15000
+
+static void test_fd_table_growth(void **state)
+{
+    aiol_loop *loop;
+    int efd, low;
+    th big, small;
+
+    (void)state;
+    if (!ensure_nofile(BIG_FD + 1)) {
+        print_message("RLIMIT_NOFILE too low for fd %d\n", BIG_FD);
+        skip();
+    }
+    loop = tu_loop_new();
+    low = tu_eventfd();
+    efd = tu_eventfd();
+    assert_int_equal(fcntl(BIG_FD, F_GETFD), -1);   /* not already in use */
+    assert_int_equal(dup2(efd, BIG_FD), BIG_FD);
+
+    /* a low handler set before the table grows keeps working after */
+    th_add(&small, loop, low, cb_read, NULL);
+    small.drain = true;
+    th_add(&big, loop, BIG_FD, cb_read, NULL);
+    big.drain = true;
+    assert_true(aiol_fd_is_set(loop, low));
+    assert_false(aiol_fd_is_set(loop, efd));        /* same file, other fd */
+    assert_false(aiol_fd_is_set(loop, BIG_FD - 1));
+    assert_false(aiol_fd_is_set(loop, BIG_FD + 1));
+
+    tu_eventfd_signal(efd);
+    tu_eventfd_signal(low);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(big.reads, 1);
+    assert_int_equal(small.reads, 1);
+    assert_false(aiol_loop_poll(loop, false));
+
+    th_remove(&big);
+    tu_eventfd_signal(efd);
+    assert_false(aiol_loop_poll(loop, false));
+    assert_int_equal(big.reads, 1);
+    assert_int_equal(big.after_remove, 0);
+    th_remove(&small);
+    aiol_loop_free(loop);
+    close(BIG_FD);
+    close(efd);
+    close(low);
+}
+
+/* ----------------------------------------- dispatch is O(ready) */
+
+#define MANY 10000
+
+static void test_dispatch_visits_only_ready(void **state)
+{
+    aiol_loop *loop;
+    aiol_loop_stats before, after;
+    th *hs;
+    const int hot = MANY / 2;
+
+    (void)state;
+    if (!ensure_nofile(MANY + 100)) {
+        print_message("RLIMIT_NOFILE too low for %d fds\n", MANY);
+        skip();
+    }
+    loop = tu_loop_new();
+    hs = calloc(MANY, sizeof(*hs));
+    assert_non_null(hs);
+    for (int i = 0; i < MANY; i++) {
+        th_add(&hs[i], loop, tu_eventfd(), cb_read, NULL);
+        hs[i].drain = true;
+    }
+    assert_false(aiol_loop_poll(loop, false));  /* settle deferred work */
+
+    tu_eventfd_signal(hs[hot].fd);
+    aiol_loop_stats_get(loop, &before);
+    assert_true(aiol_loop_poll(loop, false));
+    aiol_loop_stats_get(loop, &after);
+    assert_int_equal(after.handler_visits - before.handler_visits, 1);
+    assert_int_equal(after.callbacks - before.callbacks, 1);
+    assert_int_equal(after.iterations - before.iterations, 1);
+    for (int i = 0; i < MANY; i++) {
+        assert_int_equal(hs[i].reads, i == hot ? 1 : 0);
+    }
+
+    aiol_loop_free(loop);
+    for (int i = 0; i < MANY; i++) {
+        close(hs[i].fd);
+    }
+    free(hs);
+}
+
+/* -------------------------------------------- free with live handlers */
+
+static void test_free_with_handlers(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    th h[3];
+
+    (void)state;
+    for (int i = 0; i < 3; i++) {
+        th_add(&h[i], loop, tu_eventfd(), cb_read, cb_write);
+        tu_eventfd_signal(h[i].fd);
+    }
+    aiol_loop_free(loop);
+    aiol_loop_free(NULL);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(h[i].reads + h[i].writes, 0);
+        assert_true(fcntl(h[i].fd, F_GETFD) >= 0);  /* fds are not closed */
+        close(h[i].fd);
+    }
+}
+
+/* ------------------------------------------------ NULL loop aborts */
+
+enum null_call { NULL_FD_SET, NULL_FD_REMOVE, NULL_FD_IS_SET, NULL_POLL };
+
+static void expect_null_loop_abort(enum null_call which)
+{
+    int p[2], status;
+    char buf[4096];
+    ssize_t n;
+    pid_t pid;
+
+    assert_int_equal(pipe(p), 0);
+    pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct rlimit nocore = { 0, 0 };
+
+        setrlimit(RLIMIT_CORE, &nocore);
+        signal(SIGABRT, SIG_DFL);
+        dup2(p[1], STDERR_FILENO);
+        if (which == NULL_FD_SET) {
+            aiol_fd_set(NULL, 0, cb_read, NULL, NULL, NULL);
+        } else if (which == NULL_FD_REMOVE) {
+            aiol_fd_remove(NULL, 0);
+        } else if (which == NULL_FD_IS_SET) {
+            aiol_fd_is_set(NULL, 0);
+        } else {
+            aiol_loop_poll(NULL, false);
+        }
+        _exit(0);   /* returned instead of aborting */
+    }
+    close(p[1]);
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    /* the message is far smaller than a pipe buffer: one read gets it */
+    n = read(p[0], buf, sizeof(buf) - 1);
+    buf[n > 0 ? n : 0] = '\0';
+    close(p[0]);
+    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
+        fail_msg("call %d: child did not abort (status 0x%x), stderr: %s",
+                 (int)which, (unsigned)status, buf);
+    }
+    if (strstr(buf, "loop") == NULL) {
+        fail_msg("call %d: no message naming the loop: \"%s\"", (int)which,
+                 buf);
+    }
+}
+
+static void test_null_loop_aborts(void **state)
+{
+    (void)state;
+    expect_null_loop_abort(NULL_FD_SET);
+    expect_null_loop_abort(NULL_FD_REMOVE);
+    expect_null_loop_abort(NULL_FD_IS_SET);
+    expect_null_loop_abort(NULL_POLL);
+}
+
+/* ------------------------------------------- re-arm without syscalls */
+
+static void cb_rearm(void *opaque)
+{
+    th *h = opaque;
+
+    th_note(h);
+    h->reads++;
+    tu_eventfd_drain(h->fd);
+    /* same events (read only), same callback: nothing for the monitor */
+    assert_int_equal(aiol_fd_set(h->loop, h->fd, cb_rearm, NULL, NULL, h), 0);
+}
+
+static uint64_t ctls(aiol_loop *loop)
+{
+    aiol_loop_stats s;
+
+    aiol_loop_stats_get(loop, &s);
+    return s.monitor_ctls;
+}
+
+static void test_rearm_same_events(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd();
+    uint64_t c0;
+    th h, w;
+
+    (void)state;
+    th_add(&h, loop, efd, cb_rearm, NULL);
+    assert_false(aiol_loop_poll(loop, false));     /* settle the first add */
+    c0 = ctls(loop);
+    for (int i = 0; i < 5; i++) {
+        tu_eventfd_signal(efd);
+        assert_true(aiol_loop_poll(loop, false));
+    }
+    assert_int_equal(h.reads, 5);
+    assert_true(aiol_fd_is_set(loop, efd));
+    assert_int_equal(ctls(loop) - c0, 0);
+
+    /* replacing from outside with other callbacks, same events: no ctl */
+    assert_int_equal(aiol_fd_set(loop, efd, cb_read, NULL, NULL, &h), 0);
+    assert_int_equal(aiol_fd_set(loop, efd, cb_read_other, NULL, NULL, &h), 0);
+    h.drain = true;
+    tu_eventfd_signal(efd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(h.reads, 6);
+    assert_int_equal(ctls(loop) - c0, 0);
+
+    /* same for a read+write handler (an eventfd is always writable) */
+    th_add(&w, loop, efd, cb_read, cb_write);
+    assert_true(aiol_loop_poll(loop, false));      /* settle */
+    c0 = ctls(loop);
+    assert_int_equal(aiol_fd_set(loop, efd, cb_read_other, cb_write, NULL, &w),
+                     0);
+    assert_int_equal(aiol_fd_set(loop, efd, cb_read, cb_write, NULL, &w), 0);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(w.writes, 2);
+    assert_int_equal(ctls(loop) - c0, 0);
+
+    aiol_loop_free(loop);
+    close(efd);
+}
+
+#define T(f) cmocka_unit_test_setup(f, reset_globals)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_add_replace_remove),
+        T(test_remove_self_in_callback),
+        T(test_remove_peer_in_same_batch),
+        T(test_level_triggered_redelivery),
+        T(test_poll_return_value),
+        T(test_closed_fd),
+        T(test_refused_fd),
+        T(test_fd_table_growth),
+        T(test_dispatch_visits_only_ready),
+        T(test_free_with_handlers),
+        T(test_null_loop_aborts),
+        T(test_rearm_same_events),
+    };
+    char name[64];
+
+    /* exits 77 here, before any test runs, when the backend is missing */
+    aiol_loop_free(tu_loop_new());
+    snprintf(name, sizeof(name), "fd-%s",
+             tu_backend_requested() ? tu_backend_requested() : "default");
+    return cmocka_run_group_tests_name(name, tests, NULL, NULL);
+}

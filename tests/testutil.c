@@ -1,0 +1,120 @@
+/* testutil.c - see testutil.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include "testutil.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#define TU_DIE(...)                                                          \
+    do {                                                                     \
+        fprintf(stderr, "testutil: " __VA_ARGS__);                           \
+        fputc('\n', stderr);                                                 \
+        abort();                                                             \
+    } while (0)
+
+const char *tu_backend_requested(void)
+{
+    const char *b = getenv("AIOLOOP_BACKEND");
+
+    return (b != NULL && b[0] != '\0') ? b : NULL;
+}
+
+aiol_loop *tu_loop_new(void)
+{
+    const char *want = tu_backend_requested();
+    aiol_loop *l = NULL;
+    int rc = aiol_loop_new(&l, want);
+
+    if (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP ||
+        (rc == -EINVAL && want != NULL)) {
+        printf("SKIP: backend %s unavailable: %s\n",
+               want ? want : "(default)", strerror(-rc));
+        fflush(stdout);
+        exit(TU_EXIT_SKIP);
+    }
+    if (rc != 0 || l == NULL) {
+        TU_DIE("aiol_loop_new(%s) failed: %d (%s)",
+               want ? want : "NULL", rc, rc < 0 ? strerror(-rc) : "?");
+    }
+    if (aiol_loop_backend(l) == NULL) {
+        TU_DIE("aiol_loop_backend() returned NULL");
+    }
+    if (want != NULL && strcmp(aiol_loop_backend(l), want) != 0) {
+        TU_DIE("asked for backend %s, loop runs on %s", want,
+               aiol_loop_backend(l));
+    }
+    return l;
+}
+
+int tu_eventfd(void)
+{
+    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+
+    if (fd < 0) {
+        TU_DIE("eventfd: %s", strerror(errno));
+    }
+    return fd;
+}
+
+void tu_eventfd_signal(int fd)
+{
+    if (eventfd_write(fd, 1) != 0) {
+        TU_DIE("eventfd_write(%d): %s", fd, strerror(errno));
+    }
+}
+
+void tu_eventfd_drain(int fd)
+{
+    eventfd_t v;
+
+    if (eventfd_read(fd, &v) != 0 && errno != EAGAIN) {
+        TU_DIE("eventfd_read(%d): %s", fd, strerror(errno));
+    }
+}
+
+void tu_pipe(int fds[2])
+{
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+        TU_DIE("pipe2: %s", strerror(errno));
+    }
+}
+
+void tu_pipe_signal(int wfd)
+{
+    ssize_t n;
+
+    do {
+        n = write(wfd, "x", 1);
+    } while (n < 0 && errno == EINTR);
+    if (n != 1) {
+        TU_DIE("write(%d): %s", wfd, n < 0 ? strerror(errno) : "short");
+    }
+}
+
+void tu_pipe_drain(int rfd)
+{
+    char buf[512];
+
+    for (;;) {
+        ssize_t n = read(rfd, buf, sizeof(buf));
+
+        if (n > 0) {
+            continue;
+        }
+        if (n < 0 && errno == EINTR) {
+            continue;
+        }
+        if (n < 0 && errno != EAGAIN) {
+            TU_DIE("read(%d): %s", rfd, strerror(errno));
+        }
+        return;
+    }
+}

@@ -1,0 +1,39 @@
+/*
+ * testutil.h - small helpers shared by the cmocka suites.
+ *
+ * Infrastructure failures (no eventfd, no pipe) abort with a message: they
+ * are not what a test checks, and the test must not pass when they happen.
+ */
+#ifndef AIOLOOP_TESTUTIL_H
+#define AIOLOOP_TESTUTIL_H
+
+#include "aioloop/aioloop.h"
+
+/** Exit status meson and automake read as "skipped". */
+#define TU_EXIT_SKIP 77
+
+/**
+ * Creates a loop on the backend named by $AIOLOOP_BACKEND (strictly: that
+ * backend or nothing).  Exits 77 when the backend cannot run here; aborts
+ * on any other failure or when the loop runs on another backend.
+ */
+aiol_loop *tu_loop_new(void);
+
+/** The backend the suite was asked to test, or NULL for the default. */
+const char *tu_backend_requested(void);
+
+/** A fresh non-blocking, close-on-exec eventfd (counter 0: not readable). */
+int tu_eventfd(void);
+/** Makes an eventfd readable (adds 1 to its counter). */
+void tu_eventfd_signal(int fd);
+/** Resets an eventfd's counter so it is no longer readable. */
+void tu_eventfd_drain(int fd);
+
+/** A non-blocking, close-on-exec pipe: fds[0] reads, fds[1] writes. */
+void tu_pipe(int fds[2]);
+/** Makes the read end of a pipe readable by writing one byte to @p wfd. */
+void tu_pipe_signal(int wfd);
+/** Reads everything buffered on the read end @p rfd. */
+void tu_pipe_drain(int rfd);
+
+#endif /* AIOLOOP_TESTUTIL_H */
