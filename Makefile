@@ -5,15 +5,17 @@
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
 BUILD_CLANG ?= build-clang
+BUILD_TSAN  ?= build-tsan
 MESON_TEST  := meson test --print-errorlogs --num-processes 2
 
 # Debian packages the build, the tests and the benchmarks need.
-DEB_PKGS := gcc clang meson ninja-build pkg-config libcmocka-dev
+DEB_PKGS := gcc clang meson ninja-build pkg-config libcmocka-dev python3 \
+            libuv1-dev
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps check check-gcc check-asan check-clang bench clean
+.PHONY: all deps check check-gcc check-asan check-clang check-tsan bench clean
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD)
@@ -32,12 +34,13 @@ deps:
 	  echo "  apt-get update && apt-get install -y $$missing"; exit 1; \
 	fi
 
-# The whole suite: gcc (every backend), ASan+UBSan (every backend), clang.
-check: check-gcc check-asan check-clang
+# The whole suite: gcc (every backend, unit and stress), ASan+UBSan, clang,
+# TSan (unit and stress).
+check: check-gcc check-asan check-clang check-tsan
 	@echo "make check: all suites passed"
 
 check-gcc: all
-	$(MESON_TEST) -C $(BUILD) --suite unit
+	$(MESON_TEST) -C $(BUILD) --suite unit --suite stress
 
 check-asan: deps
 	@test -d $(BUILD_ASAN) || meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
@@ -49,8 +52,18 @@ check-clang: deps
 	ninja -C $(BUILD_CLANG)
 	$(MESON_TEST) -C $(BUILD_CLANG) --suite unit
 
+# setarch -R: older TSan runtimes reject the high-entropy mmap layout of
+# recent kernels; without ASLR they always start.
+check-tsan: deps
+	@test -d $(BUILD_TSAN) || meson setup $(BUILD_TSAN) -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug
+	ninja -C $(BUILD_TSAN)
+	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch $$(uname -m) -R \
+	  $(MESON_TEST) -C $(BUILD_TSAN) --suite unit --suite stress --timeout-multiplier 3
+
+# The main job: the dispatch table, then the workloads against the peers.
 bench: all
 	$(BUILD)/bench/bench-dispatch $(BENCH_ARGS)
+	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN)

@@ -184,10 +184,17 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
     return queued;
 }
 
+static int epoll_get_fd(aiol_loop *loop)
+{
+    return ((epoll_state *)loop->mon_state)->epfd;
+}
+
 const aiol__fdmon_ops aiol__fdmon_epoll = {
     .name = "epoll",
     .init = epoll_init,
     .fini = epoll_fini,
     .update = epoll_update,
     .wait = epoll_wait_ready,
+    .get_fd = epoll_get_fd,
+    .update_needs_notify = false, /* epoll_ctl acts on a sleeping wait */
 };

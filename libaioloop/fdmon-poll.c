@@ -192,4 +192,6 @@ const aiol__fdmon_ops aiol__fdmon_poll = {
     .fini = poll_fini,
     .update = poll_update,
     .wait = poll_wait,
+    .get_fd = NULL,               /* no single fd: not embeddable */
+    .update_needs_notify = true,  /* a sleeping ppoll sleeps on a copy */
 };

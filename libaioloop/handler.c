@@ -122,6 +122,22 @@ static bool ops_empty(const aiol_fd_ops *ops)
     return ops == NULL || (!ops->read && !ops->write && !ops->poll);
 }
 
+/* Caller holds loop->lock.  Adds or takes @node off the busy-poll set. */
+static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
+                                  bool add)
+{
+    if (node->ops.poll == NULL) {
+        return;
+    }
+    if (add) {
+        AIOL_LIST_INSERT_HEAD(&loop->pollers, node, node_poll);
+    } else {
+        AIOL_LIST_SAFE_REMOVE(node, node_poll);
+    }
+    /* Release pairs with the acquire load in aiol__busy_poll(). */
+    atomic_fetch_add_explicit(&loop->pollers_gen, 1, memory_order_release);
+}
+
 /* Caller holds loop->lock.  Unhooks and retires the handler of @fd. */
 static void remove_locked(aiol_loop *loop, aiol__handler *old)
 {
@@ -129,11 +145,12 @@ static void remove_locked(aiol_loop *loop, aiol__handler *old)
     (void)loop->mon->update(loop, old, NULL);
     loop->table[old->fd] = NULL;
     loop->nhandlers--;
+    pollers_change_locked(loop, old, false);
     retire_locked(loop, old);
 }
 
-int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
-                    void *opaque)
+static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
+                       void *opaque, bool internal)
 {
     aiol__handler *old, *node = NULL;
     int ret = 0;
@@ -151,7 +168,11 @@ int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         node->events = ops_events(ops);
         node->ops = *ops;
         node->opaque = opaque;
+        node->internal = internal;
         node->mon_slot = -1;
+        if (ops->poll != NULL) {
+            node->poll_progress_ns = aiol_clock_now_ns();
+        }
     }
 
     pthread_mutex_lock(&loop->lock);
@@ -171,14 +192,33 @@ int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         goto out;
     }
     loop->table[fd] = node;
+    pollers_change_locked(loop, node, true);
     if (old != NULL) {
+        pollers_change_locked(loop, old, false);
         retire_locked(loop, old);
     } else {
         loop->nhandlers++;
     }
 out:
     pthread_mutex_unlock(&loop->lock);
+    if (ret == 0 && loop->mon->update_needs_notify) {
+        aiol_loop_notify(loop); /* a sleeping poller must see the change */
+    }
     return ret;
+}
+
+int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
+                    void *opaque)
+{
+    return handler_set(loop, fd, ops, opaque, false);
+}
+
+int aiol__fd_set_internal(aiol_loop *loop, int fd, aiol_handler_fn *read,
+                          void *opaque)
+{
+    const aiol_fd_ops ops = { .read = read };
+
+    return handler_set(loop, fd, &ops, opaque, true);
 }
 
 int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
@@ -250,11 +290,24 @@ static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
     if (atomic_load_explicit(&node->deleted, memory_order_acquire)) {
         return false;
     }
+    if (revents & AIOL__EV_POLL) {
+        aiol_handler_fn *cb = node->ops.poll_ready ? node->ops.poll_ready
+                                                   : node->ops.read;
+        if (cb != NULL) {
+            loop->stats.callbacks++;
+            cb(node->opaque);
+            progress = true;
+        }
+        return progress;
+    }
     if ((revents & (AIOL__EV_IN | AIOL__EV_HUP | AIOL__EV_ERR)) &&
         node->ops.read != NULL) {
+        if (node->ops.poll != NULL) {
+            aiol__busy_poll_progress(loop, node);
+        }
         loop->stats.callbacks++;
         node->ops.read(node->opaque);
-        progress = true;
+        progress = !node->internal;
     }
     if ((revents & (AIOL__EV_OUT | AIOL__EV_ERR)) && node->ops.write != NULL &&
         !atomic_load_explicit(&node->deleted, memory_order_acquire)) {

@@ -13,6 +13,9 @@
 #include <stdint.h>
 
 #include "aioloop/aioloop.h"
+#include "aioloop/bh.h"
+#include "aioloop/embed.h"
+#include "aioloop/timer.h"
 
 /* Misuse check that survives NDEBUG: prints "aioloop: <func>: <msg>" and aborts. */
 #define aiol__check(cond, msg)                                               \
@@ -43,6 +46,7 @@ struct aiol__handler {
     unsigned events;   /* AIOL__EV_IN and/or AIOL__EV_OUT to watch; may be 0 */
     aiol_fd_ops ops;
     void *opaque;
+    bool internal;     /* the loop's own (notifier): not progress */
 
     /*
      * Set once, under loop->lock, by whoever removes or replaces the
@@ -62,6 +66,44 @@ struct aiol__handler {
 
     /* Private to the fd monitor; protected by loop->lock. */
     long mon_slot;
+
+    /* Busy polling.  node_poll: loop->lock; the rest: polling thread. */
+    AIOL_LIST_ENTRY(aiol__handler) node_poll; /* on loop->pollers */
+    int64_t poll_progress_ns; /* last time poll() found work or fd fired */
+    bool poll_started;        /* poll_begin called, poll_end not yet */
+};
+
+/* Readiness from busy polling: dispatch calls poll_ready (or read). */
+#define AIOL__EV_POLL (1u << 4)
+
+/* Idle bottom halves run at most this late. */
+#define AIOL__BH_IDLE_NS (10 * 1000 * 1000)
+/* A polled handler without progress for this long stops being polled. */
+#define AIOL__POLL_IDLE_NS (7 * 1000 * 1000)
+/* Busy polling may skip the fd wait this many iterations in a row at most. */
+#define AIOL__POLL_MAX_SKIPS 8
+
+/* A run of bottom halves taken by one poll call; see bh.c. */
+typedef struct aiol__bh_slice {
+    struct aiol_bh *head;
+    AIOL_TAILQ_ENTRY(aiol__bh_slice) link;
+} aiol__bh_slice;
+
+struct aiol_clock {
+    aiol_loop *loop;                /* immutable */
+    aiol_clock_now_fn *now;         /* immutable; NULL: CLOCK_MONOTONIC */
+    void *opaque;                   /* immutable */
+    struct aiol_timer **heap;       /* polling thread */
+    size_t n, cap;                  /* polling thread */
+    uint64_t seq;                   /* arming counter; polling thread */
+    AIOL_LIST_ENTRY(aiol_clock) link; /* loop->clocks; polling thread */
+};
+
+struct aiol_phase {
+    aiol_loop *loop;
+    aiol_phase_ops ops;
+    void *opaque;
+    AIOL_LIST_ENTRY(aiol_phase) link; /* loop->phases; polling thread */
 };
 
 struct aiol__fdmon_ops;
@@ -94,6 +136,37 @@ struct aiol_loop {
     atomic_bool deleted_pending; /* deleted list may be non-empty */
 
     aiol_loop_stats stats; /* polling thread; monitor_ctls under lock */
+
+    /* Bottom halves, see bh.c. */
+    _Atomic(struct aiol_bh *) bh_list; /* lock-free stack; any thread */
+    AIOL_TAILQ_HEAD(, aiol__bh_slice) bh_slices; /* polling thread */
+    atomic_size_t bh_live; /* bottom halves not yet freed; any thread */
+
+    /* Timers, see timer.c.  Polling thread. */
+    AIOL_LIST_HEAD(, aiol_clock) clocks;
+    aiol_clock *mono;
+
+    /* Embedder phases, see embed.c.  Polling thread. */
+    AIOL_LIST_HEAD(, aiol_phase) phases;
+
+    /* Notify, see notify.c. */
+    int notify_fd;             /* eventfd; immutable after creation */
+    atomic_uint notify_me;     /* +2 per blocking poll, |1 prepare..check */
+    atomic_bool notified;      /* a wakeup is pending; any thread */
+    atomic_bool notify_kicked; /* notify_fd written, not yet drained */
+
+    /* Busy polling, see busypoll.c. */
+    AIOL_LIST_HEAD(, aiol__handler) pollers; /* handlers with poll(); lock */
+    atomic_uint pollers_gen;   /* bumped (release) on pollers changes; lock */
+    unsigned pollers_snap_gen; /* gen of pollers_snap; polling thread */
+    aiol__handler **pollers_snap; /* polling thread */
+    size_t npollers_snap, pollers_snap_cap; /* polling thread */
+    int64_t poll_max_ns, poll_grow, poll_shrink; /* polling thread */
+    int64_t poll_ns;           /* current window; polling thread */
+    bool poll_started;         /* some handler had poll_begin; polling thread */
+    int64_t bh_idle_seen_ns;   /* when an idle BH was first seen pending, 0:
+                                  none; polling thread */
+    unsigned poll_skipped_waits; /* polling thread */
 };
 
 /* ------------------------------------------------------- fd monitors */
@@ -123,6 +196,13 @@ typedef struct aiol__fdmon_ops {
      * for an unexpected failure.
      */
     int (*wait)(aiol_loop *loop, aiol__ready_list *ready, int64_t deadline_ns);
+    /* The monitor's own pollable fd for embedding, or -ENOTSUP. */
+    int (*get_fd)(aiol_loop *loop);
+    /*
+     * True when a registration change made by another thread takes effect
+     * only once the polling thread goes round again (it must be notified).
+     */
+    bool update_needs_notify;
 } aiol__fdmon_ops;
 
 extern const aiol__fdmon_ops aiol__fdmon_epoll;
@@ -156,9 +236,70 @@ void aiol__handlers_free_all(aiol_loop *loop);
 /* Dispatches and empties @ready.  Returns whether progress was made. */
 bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);
 
+/* Registers the loop's own internal handler (notifier).  0 or -errno. */
+int aiol__fd_set_internal(aiol_loop *loop, int fd, aiol_handler_fn *read,
+                          void *opaque);
+
 /* Walking counter, see struct aiol_loop.walkers. */
 void aiol__walk_begin(aiol_loop *loop);
 void aiol__walk_end(aiol_loop *loop);
+
+/* ------------------------------------------------------ bottom halves */
+
+/* Runs due bottom halves (polling thread).  Returns progress. */
+bool aiol__bh_poll(aiol_loop *loop);
+/* Earliest bottom-half deadline: 0, now + idle delay, or none. */
+int64_t aiol__bh_deadline(aiol_loop *loop, int64_t now_ns);
+/* Frees what the loop owns among bottom halves (teardown). */
+void aiol__bh_free_all(aiol_loop *loop);
+
+/* ------------------------------------------------------------ timers */
+
+int aiol__clocks_init(aiol_loop *loop);
+void aiol__clocks_fini(aiol_loop *loop);
+/* Earliest timer deadline on the monotonic clock, or none. */
+int64_t aiol__timers_deadline(aiol_loop *loop, int64_t now_ns);
+/* Fires due timers (polling thread).  Returns progress. */
+bool aiol__timers_run(aiol_loop *loop);
+
+/* ------------------------------------------------------------ notify */
+
+int aiol__notify_init(aiol_loop *loop);
+void aiol__notify_fini(aiol_loop *loop);
+/* Polling thread, after a wait: consumes a pending notify. */
+void aiol__notify_accept(aiol_loop *loop);
+
+/* ------------------------------------------------------ busy polling */
+
+/*
+ * Busy-polls handlers with a poll callback until one has work, the window
+ * (loop->poll_ns, capped at @deadline_ns) ends, or (blocking false) after
+ * one round.  Queues those with work on @ready.  Returns whether any had.
+ */
+bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
+                     int64_t now_ns, int64_t deadline_ns);
+/* Adapts the window to how long the iteration blocked. */
+void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns);
+/*
+ * Ends busy polling (the window closed or polling was disabled): calls
+ * poll_end of every polled handler and polls it once more, since work may
+ * have come before its notifications were back on; that work goes on @ready.
+ */
+void aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready);
+/* Marks @node as having made progress through its fd. */
+void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node);
+void aiol__busy_poll_fini(aiol_loop *loop);
+
+/* ------------------------------------------------------ embedder phases */
+
+/*
+ * Earliest deadline among notify (0 if pending), bottom halves, timers and
+ * phases, on the monotonic clock; AIOL_DEADLINE_NONE if none.
+ */
+int64_t aiol__loop_deadline(aiol_loop *loop, int64_t now_ns);
+
+int64_t aiol__phases_deadline(aiol_loop *loop, int64_t now_ns);
+bool aiol__phases_dispatch(aiol_loop *loop);
 
 /* ------------------------------------------------------------ time */
 

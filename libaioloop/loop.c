@@ -4,10 +4,16 @@
  * One iteration (aiol_loop_poll_deadline):
  *   1. enter the walking counter, so nothing removed from now on is freed
  *      under our feet;
- *   2. wait on the fd monitor until the deadline (0: just look), collecting
- *      ready handlers on this call's own ready list;
- *   3. dispatch that list;
- *   4. leave the walking counter; the outermost call frees removed handlers.
+ *   2. if blocking: announce it (notify_me, see notify.c) and shorten the
+ *      deadline to the earliest bottom half, timer or phase; busy-poll
+ *      the handlers' poll callbacks for the adaptive window;
+ *   3. wait on the fd monitor until the deadline (0: just look),
+ *      collecting ready handlers on this call's own ready list;
+ *   4. accept the notify, adapt the busy-poll window;
+ *   5. run bottom halves, dispatch the ready list, fire due timers, run
+ *      embedder phases;
+ *   6. leave the walking counter; the outermost call frees removed
+ *      handlers.
  * docs/design.md describes the phases, nesting and deletion in full.
  */
 #define _GNU_SOURCE
@@ -51,6 +57,21 @@ bool aiol__deadline_to_timespec(int64_t deadline_ns, struct timespec *ts)
     return true;
 }
 
+/* Undoes loop_start() whatever stage it reached. */
+static void loop_teardown(aiol_loop *loop, bool mon_started)
+{
+    aiol__notify_fini(loop);
+    aiol__bh_free_all(loop);
+    aiol__handlers_free_all(loop);
+    if (mon_started) {
+        loop->mon->fini(loop);
+    }
+    aiol__clocks_fini(loop);
+    aiol__busy_poll_fini(loop);
+    pthread_mutex_destroy(&loop->lock);
+    free(loop);
+}
+
 static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
 {
     aiol_loop *loop = calloc(1, sizeof(*loop));
@@ -61,11 +82,24 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
     }
     pthread_mutex_init(&loop->lock, NULL);
     AIOL_LIST_INIT(&loop->deleted);
+    AIOL_LIST_INIT(&loop->pollers);
+    AIOL_LIST_INIT(&loop->phases);
+    AIOL_TAILQ_INIT(&loop->bh_slices);
+    loop->notify_fd = -1;
     loop->mon = mon;
+    ret = aiol__clocks_init(loop);
+    if (ret < 0) {
+        loop_teardown(loop, false);
+        return ret;
+    }
     ret = mon->init(loop);
     if (ret < 0) {
-        pthread_mutex_destroy(&loop->lock);
-        free(loop);
+        loop_teardown(loop, false);
+        return ret;
+    }
+    ret = aiol__notify_init(loop);
+    if (ret < 0) {
+        loop_teardown(loop, true);
         return ret;
     }
     *out = loop;
@@ -114,10 +148,9 @@ void aiol_loop_free(aiol_loop *loop)
     }
     aiol__check(atomic_load(&loop->walkers) == 0,
                 "loop freed from inside its own poll");
-    aiol__handlers_free_all(loop);
-    loop->mon->fini(loop);
-    pthread_mutex_destroy(&loop->lock);
-    free(loop);
+    aiol__check(AIOL_LIST_EMPTY(&loop->phases),
+                "loop freed while phases are still added");
+    loop_teardown(loop, true);
 }
 
 const char *aiol_loop_backend(const aiol_loop *loop)
@@ -126,18 +159,73 @@ const char *aiol_loop_backend(const aiol_loop *loop)
     return loop->mon->name;
 }
 
+/*
+ * Step 2 of an iteration that may block: announces it, then returns the
+ * deadline to wait for (0: do not block), having busy-polled if enabled.
+ */
+static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
+                                int64_t deadline_ns, int64_t now)
+{
+    int64_t d;
+
+    atomic_fetch_add_explicit(&loop->notify_me, 2, memory_order_relaxed);
+    /* F1: pairs with F2 in aiol_loop_notify(). */
+    atomic_thread_fence(memory_order_seq_cst);
+    d = aiol__loop_deadline(loop, now);
+    deadline_ns = d < deadline_ns ? d : deadline_ns;
+    if (deadline_ns <= now) {
+        return 0;
+    }
+    if (loop->poll_ns > 0 && aiol__busy_poll(loop, ready, now, deadline_ns)) {
+        return 0;
+    }
+    return deadline_ns;
+}
+
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
 {
     aiol__ready_list ready = AIOL_LIST_HEAD_INITIALIZER;
+    bool blocking = deadline_ns > 0;
     bool progress;
-    int ret;
+    int64_t start = 0;
 
     aiol__check(loop != NULL, "loop is NULL");
     aiol__walk_begin(loop);
     loop->stats.iterations++;
-    ret = loop->mon->wait(loop, &ready, deadline_ns);
-    aiol__check(ret >= 0, "fd monitor wait failed");
-    progress = aiol__dispatch_ready(loop, &ready);
+
+    if (blocking) {
+        start = aiol_clock_now_ns();
+        deadline_ns = prepare_to_block(loop, &ready, deadline_ns, start);
+    } else if (loop->poll_ns > 0) {
+        aiol__busy_poll(loop, &ready, aiol_clock_now_ns(), 0); /* one round */
+    }
+
+    /* Busy-polled work skips the fd wait, but not too many times in a row. */
+    if (!AIOL_LIST_EMPTY(&ready) &&
+        loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS) {
+        loop->poll_skipped_waits++;
+    } else {
+        int ret = loop->mon->wait(loop, &ready, deadline_ns);
+
+        aiol__check(ret >= 0, "fd monitor wait failed");
+        loop->poll_skipped_waits = 0;
+    }
+
+    if (blocking) {
+        atomic_fetch_sub_explicit(&loop->notify_me, 2, memory_order_release);
+    }
+    aiol__notify_accept(loop);
+    if (blocking && loop->poll_max_ns > 0) {
+        aiol__busy_poll_adjust(loop, aiol_clock_now_ns() - start);
+    }
+    if (loop->poll_ns == 0 && loop->poll_started) {
+        aiol__busy_poll_stop(loop, &ready);
+    }
+
+    progress = aiol__bh_poll(loop);
+    progress |= aiol__dispatch_ready(loop, &ready);
+    progress |= aiol__timers_run(loop);
+    progress |= aiol__phases_dispatch(loop);
     aiol__walk_end(loop);
     return progress;
 }

@@ -34,6 +34,11 @@ typedef struct aiol_loop_stats {
     uint64_t monitor_ctls;   /**< registration syscalls (epoll_ctl...) */
     uint64_t handler_visits; /**< ready-list entries examined by dispatch */
     uint64_t callbacks;      /**< fd callbacks invoked (read and write) */
+    uint64_t bh_runs;        /**< bottom-half callbacks invoked */
+    uint64_t timer_runs;     /**< timer callbacks invoked */
+    uint64_t notify_kicks;   /**< notifies that had to write the wakeup fd
+                                  (any thread; approximate while they race) */
+    uint64_t poll_rounds;    /**< busy-poll rounds over the poll callbacks */
 } aiol_loop_stats;
 
 /**
@@ -79,6 +84,29 @@ bool aiol_loop_poll(aiol_loop *loop, bool blocking);
  * that own the outer deadline.
  */
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);
+
+/**
+ * Wakes the loop: a blocking poll in progress returns, and the next
+ * blocking poll does not sleep.  Any thread.  Costs no syscall unless the
+ * loop is blocked or about to block, and then one write to an eventfd
+ * (several notifies before the loop runs share it).
+ */
+void aiol_loop_notify(aiol_loop *loop);
+
+/**
+ * Tunes adaptive busy polling, with QEMU's poll-max-ns, poll-grow and
+ * poll-shrink semantics.  Before sleeping, the loop calls the poll
+ * callbacks of its handlers for up to a window that starts at 0, grows
+ * when a wait ended within @p max_ns (multiplied by @p grow; 0 doubles,
+ * starting at 4 us) and shrinks when it did not (divided by @p shrink;
+ * 0 resets it to 0).  @p max_ns 0 (the default) disables busy polling.
+ * Polling never delays a due timer, and at most a few iterations in a row
+ * skip checking fds.  A handler whose poll callback finds no work for
+ * 7 ms is no longer polled until its fd fires.  Polling thread.
+ * @return 0, or -EINVAL for negative values.
+ */
+int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
+                              int64_t shrink);
 
 /** Copies the loop's counters into @p out. */
 void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out);

@@ -1,0 +1,72 @@
+/*
+ * aioloop/bh.h - bottom halves: callbacks scheduled to run on the loop's
+ * thread at its next iteration.
+ *
+ * Scheduling is lock-free and may happen from any thread (and from signal
+ * handlers' threads, though not from signal handlers).  A bottom half
+ * scheduled twice before it runs runs once.  Scheduled bottom halves run in
+ * the order they were first scheduled.  Each poll call takes the bottom
+ * halves scheduled so far as its own slice; a nested poll continues its
+ * parent's slice before starting its own, so nesting never reorders them.
+ * A bottom half scheduled while its own callback runs (or while the slice
+ * is being run) runs in the next iteration, never twice in one.
+ */
+#ifndef AIOLOOP_BH_H
+#define AIOLOOP_BH_H
+
+#include "aioloop/fd.h"
+#include "aioloop/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A bottom half.  Opaque. */
+typedef struct aiol_bh aiol_bh;
+
+/**
+ * Creates a bottom half that calls @p cb(@p opaque) on @p loop's thread
+ * each time it is scheduled.  Any thread.
+ * @return 0 or -ENOMEM.
+ */
+int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
+                aiol_bh **out);
+
+/**
+ * Schedules @p bh to run in the loop's next iteration and wakes the loop.
+ * Lock-free; any thread.  No effect if it is already scheduled.
+ */
+void aiol_bh_schedule(aiol_bh *bh);
+
+/**
+ * Schedules @p bh as an idle bottom half: it does not wake a sleeping loop
+ * but runs within 10 ms, and its running does not count as progress.
+ * Any thread.
+ */
+void aiol_bh_schedule_idle(aiol_bh *bh);
+
+/**
+ * Unschedules @p bh: if it has not started running, it will not.  Any
+ * thread.  A cancel that races with the loop starting the callback may
+ * lose; cancel from the loop's thread for a strict guarantee.
+ */
+void aiol_bh_cancel(aiol_bh *bh);
+
+/**
+ * Deletes @p bh: it will not run again and the loop frees it.  Any thread,
+ * including @p bh's own callback.  @p bh must not be used afterwards.
+ */
+void aiol_bh_delete(aiol_bh *bh);
+
+/**
+ * Schedules a one-shot callback: @p cb(@p opaque) runs once, in the loop's
+ * next iteration, and its bottom half is freed by the loop.  Any thread.
+ * @return 0 or -ENOMEM.
+ */
+int aiol_bh_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_BH_H */

@@ -1,0 +1,98 @@
+/*
+ * aioloop/embed.h - driving a loop from another main loop (glib, libev...),
+ * and adding an embedder's own phases to every iteration.
+ *
+ * A host loop drives an aiol_loop with one pollable fd and three steps:
+ *
+ *   deadline = aiol_loop_prepare(loop);     // before the host sleeps
+ *   ...host polls aiol_loop_get_fd(loop) for input, until deadline...
+ *   if (aiol_loop_check(loop) || fd_was_readable)
+ *       aiol_loop_dispatch(loop);           // one non-blocking iteration
+ *
+ * prepare and check must come in pairs: between them a notify from another
+ * thread makes the loop fd readable, so the host wakes up.  All three run
+ * on the thread that owns the loop.
+ *
+ * Phases let an embedder (QEMU's fork with its own bottom halves or timer
+ * lists, say) take part in every iteration without patching the core: the
+ * loop asks each phase for a deadline before it sleeps and calls its
+ * dispatch after fd handlers, bottom halves and timers.
+ */
+#ifndef AIOLOOP_EMBED_H
+#define AIOLOOP_EMBED_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "aioloop/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/**
+ * The fd a host loop polls for input on the loop's behalf: readable while
+ * some handler's fd is ready or a notify is pending.
+ * @return the fd (owned by the loop), or -ENOTSUP on the poll backend,
+ *         which has no single fd to offer.
+ */
+int aiol_loop_get_fd(aiol_loop *loop);
+
+/**
+ * First step of an embedded iteration, before the host sleeps.  Arms
+ * cross-thread wakeups through the loop fd.
+ * @return the CLOCK_MONOTONIC deadline (ns) by which the host must call
+ *         aiol_loop_check(): 0 when work is already due, AIOL_DEADLINE_NONE
+ *         when only fd events or a notify can create work.
+ */
+int64_t aiol_loop_prepare(aiol_loop *loop);
+
+/**
+ * Second step, after the host's poll returns.  Disarms the wakeups armed
+ * by aiol_loop_prepare().
+ * @return true when bottom halves, timers or phases are due; the host
+ *         should also dispatch when the loop fd polled readable.
+ */
+bool aiol_loop_check(aiol_loop *loop);
+
+/**
+ * Third step: one non-blocking iteration (aiol_loop_poll(loop, false)).
+ * @return true when progress was made.
+ */
+bool aiol_loop_dispatch(aiol_loop *loop);
+
+/** An embedder's phase.  Opaque. */
+typedef struct aiol_phase aiol_phase;
+
+/** What a phase does in each iteration. */
+typedef struct aiol_phase_ops {
+    /**
+     * Returns the CLOCK_MONOTONIC deadline (ns) at which the phase has
+     * work (0: now; AIOL_DEADLINE_NONE: none).  Called before the loop
+     * sleeps, with the current time.  May be NULL (no deadline).
+     */
+    int64_t (*deadline)(void *opaque, int64_t now_ns);
+    /**
+     * Runs the phase's due work; returns true when that was progress.
+     * Called once per iteration, after fd handlers, bottom halves and
+     * timers.  May be NULL.
+     */
+    bool (*dispatch)(void *opaque);
+} aiol_phase_ops;
+
+/**
+ * Adds a phase to every iteration of @p loop.  Not from inside the loop's
+ * callbacks.  @p ops is copied.
+ * @return 0 or -ENOMEM.
+ */
+int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
+                   aiol_phase **out);
+
+/** Removes and frees a phase.  Not from inside the loop's callbacks. */
+void aiol_phase_remove(aiol_phase *phase);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_EMBED_H */

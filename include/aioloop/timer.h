@@ -1,0 +1,89 @@
+/*
+ * aioloop/timer.h - clocks and timers.
+ *
+ * Timers live on a clock.  Every loop has a built-in monotonic clock
+ * (aiol_loop_clock(), CLOCK_MONOTONIC in ns).  An embedder may add clocks
+ * of its own (a guest's virtual clock, a fuzzer's fake clock) that tell the
+ * time through a callback; the loop assumes such a clock does not run
+ * faster than real time when it computes how long it may sleep.
+ *
+ * Each clock keeps its armed timers in a 4-ary heap: arm, re-arm and cancel
+ * cost O(log n), firing the earliest O(log n).  Timers with equal deadlines
+ * fire in the order they were armed.  A timer fires once per arming, from
+ * the loop's poll, on the loop's thread; its callback may re-arm or free it.
+ * A timer re-armed to a deadline that is already due fires in the next
+ * iteration, so a callback cannot keep one iteration busy forever.
+ *
+ * Threads: clocks and timers belong to the polling thread.
+ */
+#ifndef AIOLOOP_TIMER_H
+#define AIOLOOP_TIMER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "aioloop/fd.h"
+#include "aioloop/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A clock that timers are armed on.  Opaque. */
+typedef struct aiol_clock aiol_clock;
+/** A timer.  Opaque. */
+typedef struct aiol_timer aiol_timer;
+
+/** Returns the current time of an embedder's clock, in ns. */
+typedef int64_t aiol_clock_now_fn(void *opaque);
+
+/** The loop's built-in CLOCK_MONOTONIC clock.  Owned by the loop. */
+aiol_clock *aiol_loop_clock(aiol_loop *loop);
+
+/**
+ * Adds a clock whose time is @p now(@p opaque).
+ * @return 0 or -ENOMEM.
+ */
+int aiol_clock_new(aiol_loop *loop, aiol_clock_now_fn *now, void *opaque,
+                   aiol_clock **out);
+
+/**
+ * Removes a clock made by aiol_clock_new().  Its timers must have been
+ * freed.  NULL is a no-op.
+ */
+void aiol_clock_free(aiol_clock *clock);
+
+/** The clock's current time in ns. */
+int64_t aiol_clock_get_ns(aiol_clock *clock);
+
+/**
+ * Creates a disarmed timer on @p clock that calls @p cb(@p opaque).
+ * @return 0 or -ENOMEM.
+ */
+int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
+                   aiol_timer **out);
+
+/**
+ * Arms @p timer to fire when its clock reaches @p expire_ns (re-arming it
+ * if it was armed).  O(log n).
+ * @return 0 or -ENOMEM (the heap could not grow; the timer stays as it was).
+ */
+int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns);
+
+/** Disarms @p timer; no effect if it is not armed.  O(log n). */
+void aiol_timer_cancel(aiol_timer *timer);
+
+/** True while @p timer is armed. */
+bool aiol_timer_is_armed(const aiol_timer *timer);
+
+/** The deadline @p timer is armed for, or -1 if it is not armed. */
+int64_t aiol_timer_expire_ns(const aiol_timer *timer);
+
+/** Disarms and frees @p timer (also from its own callback).  NULL is a no-op. */
+void aiol_timer_free(aiol_timer *timer);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_TIMER_H */

@@ -1,0 +1,273 @@
+/*
+ * bh.c - bottom halves.
+ *
+ * Scheduling pushes the bottom half on loop->bh_list, a lock-free stack
+ * (compare-and-swap on its head), unless its PENDING flag says it is
+ * already on some list; then it notifies the loop.  PENDING is the only
+ * thing that decides list membership, so two schedules before a run push
+ * once and run once.
+ *
+ * Running (aiol__bh_poll, once per poll call) detaches the whole stack with
+ * one exchange, reverses it into first-scheduled-first order and appends it
+ * as this call's *slice* to loop->bh_slices.  It then runs slices from the
+ * oldest: a nested poll started by a callback first finishes its parent's
+ * slice, so order holds across nesting and no bottom half runs twice.  A
+ * bottom half is unlinked and its flags cleared before its callback runs,
+ * so the callback may schedule it again (next iteration) or delete it.
+ *
+ * Deletion is a schedule with the DELETED flag: the loop frees the bottom
+ * half when it next takes it off a list, which makes delete safe from any
+ * thread and from the bottom half's own callback.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+enum {
+    BH_PENDING = 1u << 0,   /* on loop->bh_list or a slice */
+    BH_SCHEDULED = 1u << 1, /* run when dequeued */
+    BH_DELETED = 1u << 2,   /* free when dequeued, do not run */
+    BH_ONESHOT = 1u << 3,   /* free after running */
+    BH_IDLE = 1u << 4,      /* does not wake the loop nor count as progress */
+};
+
+struct aiol_bh {
+    aiol_loop *loop;     /* immutable */
+    aiol_handler_fn *cb; /* immutable */
+    void *opaque;        /* immutable */
+    atomic_uint flags;   /* BH_*; any thread */
+    /*
+     * Link in loop->bh_list or in a slice.  Written only by the thread that
+     * set PENDING, before the release CAS that publishes the bottom half;
+     * read by the polling thread after its acquire exchange.
+     */
+    aiol_bh *next;
+};
+
+int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
+                aiol_bh **out)
+{
+    aiol_bh *bh;
+
+    aiol__check(loop != NULL, "loop is NULL");
+    aiol__check(cb != NULL && out != NULL, "cb or out is NULL");
+    bh = calloc(1, sizeof(*bh));
+    if (bh == NULL) {
+        return -ENOMEM;
+    }
+    bh->loop = loop;
+    bh->cb = cb;
+    bh->opaque = opaque;
+    atomic_fetch_add_explicit(&loop->bh_live, 1, memory_order_relaxed);
+    *out = bh;
+    return 0;
+}
+
+static void bh_free(aiol_bh *bh)
+{
+    atomic_fetch_sub_explicit(&bh->loop->bh_live, 1, memory_order_relaxed);
+    free(bh);
+}
+
+/* Any thread.  Sets @set_flags and makes sure @bh is on a list. */
+static void bh_enqueue(aiol_bh *bh, unsigned set_flags)
+{
+    aiol_loop *loop = bh->loop;
+    unsigned old;
+
+    /*
+     * acq_rel: the release orders the caller's writes (the data the
+     * callback will read) before the flag the polling thread reads with
+     * acquire in bh_dequeue(); the acquire pairs with the release in
+     * bh_dequeue()'s fetch_and, so bh->next is ours again.
+     */
+    old = atomic_fetch_or_explicit(&bh->flags, BH_PENDING | set_flags,
+                                   memory_order_acq_rel);
+    if (!(old & BH_PENDING)) {
+        aiol_bh *head = atomic_load_explicit(&loop->bh_list,
+                                             memory_order_relaxed);
+        do {
+            bh->next = head;
+            /* Release pairs with the acquire exchange in aiol__bh_poll(). */
+        } while (!atomic_compare_exchange_weak_explicit(
+                     &loop->bh_list, &head, bh, memory_order_release,
+                     memory_order_relaxed));
+    }
+    if (!(set_flags & BH_IDLE)) {
+        aiol_loop_notify(loop);
+    }
+}
+
+void aiol_bh_schedule(aiol_bh *bh)
+{
+    aiol__check(bh != NULL, "bh is NULL");
+    bh_enqueue(bh, BH_SCHEDULED);
+}
+
+void aiol_bh_schedule_idle(aiol_bh *bh)
+{
+    aiol__check(bh != NULL, "bh is NULL");
+    bh_enqueue(bh, BH_SCHEDULED | BH_IDLE);
+}
+
+void aiol_bh_cancel(aiol_bh *bh)
+{
+    aiol__check(bh != NULL, "bh is NULL");
+    atomic_fetch_and_explicit(&bh->flags, ~(unsigned)BH_SCHEDULED,
+                              memory_order_relaxed);
+}
+
+void aiol_bh_delete(aiol_bh *bh)
+{
+    aiol__check(bh != NULL, "bh is NULL");
+    bh_enqueue(bh, BH_DELETED);
+}
+
+int aiol_bh_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque)
+{
+    aiol_bh *bh;
+    int ret = aiol_bh_new(loop, cb, opaque, &bh);
+
+    if (ret == 0) {
+        bh_enqueue(bh, BH_SCHEDULED | BH_ONESHOT);
+    }
+    return ret;
+}
+
+/*
+ * Polling thread.  Takes the first bottom half off @slice and returns it
+ * with the flags it had, clearing all but DELETED so that it can be
+ * scheduled again at once.
+ */
+static aiol_bh *bh_dequeue(aiol__bh_slice *slice, unsigned *flags)
+{
+    aiol_bh *bh = slice->head;
+
+    if (bh != NULL) {
+        slice->head = bh->next;
+        /*
+         * Release: our read of bh->next above happens before an enqueuer
+         * that sees PENDING clear rewrites it (pairs with its acquire).
+         * Acquire pairs with the enqueuer's release of the data it wrote.
+         */
+        *flags = atomic_fetch_and_explicit(
+            &bh->flags, BH_DELETED, memory_order_acq_rel);
+    }
+    return bh;
+}
+
+/* Detaches loop->bh_list and returns it oldest first. */
+static aiol_bh *bh_take_all(aiol_loop *loop)
+{
+    /* Acquire pairs with the release CAS in bh_enqueue(). */
+    aiol_bh *bh = atomic_exchange_explicit(&loop->bh_list, NULL,
+                                           memory_order_acquire);
+    aiol_bh *fifo = NULL;
+
+    while (bh != NULL) {
+        aiol_bh *next = bh->next;
+        bh->next = fifo;
+        fifo = bh;
+        bh = next;
+    }
+    return fifo;
+}
+
+bool aiol__bh_poll(aiol_loop *loop)
+{
+    aiol__bh_slice slice = { .head = NULL };
+    aiol__bh_slice *s;
+    bool progress = false;
+
+    if (atomic_load_explicit(&loop->bh_list, memory_order_relaxed) == NULL &&
+        AIOL_TAILQ_EMPTY(&loop->bh_slices)) {
+        return false;
+    }
+    slice.head = bh_take_all(loop);
+    AIOL_TAILQ_INSERT_TAIL(&loop->bh_slices, &slice, link);
+    loop->bh_idle_seen_ns = 0; /* every pending idle BH runs below */
+
+    while ((s = AIOL_TAILQ_FIRST(&loop->bh_slices)) != NULL) {
+        unsigned flags;
+        aiol_bh *bh = bh_dequeue(s, &flags);
+
+        if (bh == NULL) {
+            AIOL_TAILQ_REMOVE(&loop->bh_slices, s, link);
+            continue;
+        }
+        if ((flags & (BH_SCHEDULED | BH_DELETED)) == BH_SCHEDULED) {
+            if (!(flags & BH_IDLE)) {
+                progress = true;
+            }
+            loop->stats.bh_runs++;
+            bh->cb(bh->opaque);
+        }
+        if (flags & (BH_DELETED | BH_ONESHOT)) {
+            bh_free(bh);
+        }
+    }
+    return progress;
+}
+
+/*
+ * Scans a chain of pending bottom halves: 0 if one must run now,
+ * AIOL_DEADLINE_NONE if none waits, else @idle_deadline (only idle ones).
+ */
+static int64_t chain_deadline(const aiol_bh *bh, int64_t idle_deadline)
+{
+    int64_t deadline = AIOL_DEADLINE_NONE;
+
+    for (; bh != NULL; bh = bh->next) {
+        unsigned flags = atomic_load_explicit(&bh->flags, memory_order_relaxed);
+
+        if ((flags & (BH_SCHEDULED | BH_DELETED)) == BH_SCHEDULED) {
+            if (!(flags & BH_IDLE)) {
+                return 0;
+            }
+            deadline = idle_deadline;
+        }
+    }
+    return deadline;
+}
+
+int64_t aiol__bh_deadline(aiol_loop *loop, int64_t now_ns)
+{
+    /* Acquire pairs with the release CAS in bh_enqueue(). */
+    const aiol_bh *head = atomic_load_explicit(&loop->bh_list,
+                                               memory_order_acquire);
+    /* Idle ones are due 10 ms after the loop first saw one pending. */
+    int64_t idle = (loop->bh_idle_seen_ns ? loop->bh_idle_seen_ns : now_ns) +
+                   AIOL__BH_IDLE_NS;
+    int64_t deadline = chain_deadline(head, idle);
+    const aiol__bh_slice *s;
+
+    /* Slices a nested poll's parents have not finished yet. */
+    AIOL_TAILQ_FOREACH(s, &loop->bh_slices, link) {
+        int64_t d = chain_deadline(s->head, idle);
+        deadline = d < deadline ? d : deadline;
+    }
+    if (deadline == idle && loop->bh_idle_seen_ns == 0) {
+        loop->bh_idle_seen_ns = now_ns;
+    }
+    return deadline;
+}
+
+void aiol__bh_free_all(aiol_loop *loop)
+{
+    aiol_bh *bh = bh_take_all(loop);
+
+    while (bh != NULL) {
+        aiol_bh *next = bh->next;
+        unsigned flags = atomic_load_explicit(&bh->flags, memory_order_relaxed);
+
+        if (flags & (BH_DELETED | BH_ONESHOT)) {
+            bh_free(bh);
+        } else {
+            atomic_store_explicit(&bh->flags, 0, memory_order_relaxed);
+        }
+        bh = next;
+    }
+    aiol__check(atomic_load(&loop->bh_live) == 0,
+                "loop freed while bottom halves still exist (delete them first)");
+}

@@ -1,0 +1,208 @@
+/*
+ * busypoll.c - adaptive busy polling.
+ *
+ * Before the loop sleeps it may spin on the poll callbacks of its handlers
+ * (a virtqueue's ring index, a completion ring) for a window of
+ * loop->poll_ns nanoseconds.  When one finds work it is queued with
+ * AIOL__EV_POLL and dispatch calls its poll_ready callback (or read), and
+ * the iteration does not sleep.  The window adapts after each iteration to
+ * how long the loop blocked, with QEMU's poll-max-ns / poll-grow /
+ * poll-shrink rules (see aiol_loop_set_poll_params()).
+ *
+ * Fairness: the window never runs past the iteration's deadline (a due
+ * timer or bottom half ends it), and when polling keeps finding work the
+ * fd wait is skipped at most AIOL__POLL_MAX_SKIPS iterations in a row, so
+ * fd handlers are never starved.  A handler whose poll callback found no
+ * work for AIOL__POLL_IDLE_NS stops being polled (its poll_end runs) until
+ * its fd fires again.
+ *
+ * The set of polled handlers is loop->pollers, changed under loop->lock
+ * from any thread.  The polling thread spins over a private snapshot that
+ * it refreshes when loop->pollers_gen moves; handlers removed since are
+ * still valid memory (the walking counter) and are skipped by their
+ * deleted flag.
+ */
+#include <errno.h>
+#include <stdlib.h>
+
+#include "internal.h"
+
+int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
+                              int64_t shrink)
+{
+    aiol__check(loop != NULL, "loop is NULL");
+    if (max_ns < 0 || grow < 0 || shrink < 0) {
+        return -EINVAL;
+    }
+    loop->poll_max_ns = max_ns;
+    loop->poll_grow = grow;
+    loop->poll_shrink = shrink;
+    if (loop->poll_ns > max_ns) {
+        loop->poll_ns = max_ns;
+    }
+    return 0;
+}
+
+static bool node_live(const aiol__handler *node)
+{
+    /* Acquire pairs with the release store in retire_locked(). */
+    return !atomic_load_explicit(&node->deleted, memory_order_acquire);
+}
+
+/* Polling thread.  Brings the snapshot up to date with loop->pollers. */
+static void snapshot_refresh(aiol_loop *loop)
+{
+    aiol__handler *node;
+    unsigned gen;
+    size_t n = 0;
+
+    pthread_mutex_lock(&loop->lock);
+    gen = atomic_load_explicit(&loop->pollers_gen, memory_order_relaxed);
+    AIOL_LIST_FOREACH(node, &loop->pollers, node_poll) {
+        if (n == loop->pollers_snap_cap) {
+            size_t cap = n ? 2 * n : 16;
+            aiol__handler **v = realloc(loop->pollers_snap, cap * sizeof(*v));
+            if (v == NULL) {
+                break; /* keep the old generation: retried next time */
+            }
+            loop->pollers_snap = v;
+            loop->pollers_snap_cap = cap;
+        }
+        loop->pollers_snap[n++] = node;
+    }
+    if (node == NULL) {
+        loop->pollers_snap_gen = gen;
+    }
+    loop->npollers_snap = n;
+    pthread_mutex_unlock(&loop->lock);
+}
+
+/*
+ * Ends busy polling of @node.  Work may have arrived after its last poll
+ * but before poll_end re-enabled its notifications, so poll once more.
+ */
+/* Polling thread.  Refreshes the snapshot if loop->pollers changed. */
+static void snapshot_sync(aiol_loop *loop)
+{
+    /* Acquire pairs with the release increment under loop->lock. */
+    if (atomic_load_explicit(&loop->pollers_gen, memory_order_acquire) !=
+        loop->pollers_snap_gen) {
+        snapshot_refresh(loop);
+    }
+}
+
+static void node_poll_end(aiol__handler *node, aiol__ready_list *ready)
+{
+    node->poll_started = false;
+    if (node->ops.poll_end != NULL) {
+        node->ops.poll_end(node->opaque);
+    }
+    if (node_live(node) && node->ops.poll(node->opaque)) {
+        aiol__ready_add(ready, node, AIOL__EV_POLL);
+    }
+}
+
+/* One round over the polled handlers.  Returns whether one had work. */
+static bool poll_round(aiol_loop *loop, aiol__ready_list *ready, int64_t now)
+{
+    bool progress = false;
+
+    loop->stats.poll_rounds++;
+    for (size_t i = 0; i < loop->npollers_snap; i++) {
+        aiol__handler *node = loop->pollers_snap[i];
+
+        if (!node_live(node)) {
+            continue;
+        }
+        /* Idle handlers fall back to their fd, if they have one. */
+        if (node->events != 0 &&
+            now - node->poll_progress_ns > AIOL__POLL_IDLE_NS) {
+            if (node->poll_started) {
+                node_poll_end(node, ready);
+            }
+            continue;
+        }
+        if (!node->poll_started) {
+            node->poll_started = true;
+            loop->poll_started = true;
+            if (node->ops.poll_begin != NULL) {
+                node->ops.poll_begin(node->opaque);
+            }
+        }
+        if (node_live(node) && node->ops.poll(node->opaque)) {
+            node->poll_progress_ns = now;
+            aiol__ready_add(ready, node, AIOL__EV_POLL);
+            progress = true;
+        }
+    }
+    return progress;
+}
+
+bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
+                     int64_t now_ns, int64_t deadline_ns)
+{
+    int64_t end;
+
+    snapshot_sync(loop);
+    if (loop->npollers_snap == 0) {
+        return false;
+    }
+    end = now_ns + loop->poll_ns;
+    end = end < deadline_ns ? end : deadline_ns;
+    for (;;) {
+        if (poll_round(loop, ready, now_ns)) {
+            return true;
+        }
+        if (now_ns >= end) {
+            return false;
+        }
+        now_ns = aiol_clock_now_ns();
+    }
+}
+
+void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node)
+{
+    (void)loop;
+    node->poll_progress_ns = aiol_clock_now_ns();
+}
+
+void aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready)
+{
+    /* Handlers freed since the last iteration must not be touched. */
+    snapshot_sync(loop);
+    for (size_t i = 0; i < loop->npollers_snap; i++) {
+        aiol__handler *node = loop->pollers_snap[i];
+
+        if (node_live(node) && node->poll_started) {
+            node_poll_end(node, ready);
+        }
+    }
+    loop->poll_started = false;
+}
+
+void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns)
+{
+    if (block_ns <= loop->poll_ns) {
+        return; /* the window covered the wait: keep it */
+    }
+    if (block_ns > loop->poll_max_ns) {
+        /* We would have had to poll too long: poll less. */
+        loop->poll_ns = loop->poll_shrink ? loop->poll_ns / loop->poll_shrink
+                                          : 0;
+    } else if (loop->poll_ns < loop->poll_max_ns) {
+        /* Room to grow: poll longer. */
+        int64_t grow = loop->poll_grow ? loop->poll_grow : 2;
+
+        loop->poll_ns = loop->poll_ns ? loop->poll_ns * grow : 4000;
+        if (loop->poll_ns > loop->poll_max_ns) {
+            loop->poll_ns = loop->poll_max_ns;
+        }
+    }
+}
+
+void aiol__busy_poll_fini(aiol_loop *loop)
+{
+    free(loop->pollers_snap);
+    loop->pollers_snap = NULL;
+    loop->npollers_snap = loop->pollers_snap_cap = 0;
+}

@@ -1,0 +1,499 @@
+/*
+ * test_embed.c - driving a loop from a host loop (get_fd, prepare, check,
+ * dispatch) and embedder phases, run once per backend.
+ *
+ * The poll backend has no loop fd (aiol_loop_get_fd() gives -ENOTSUP):
+ * tests that need the fd skip there; prepare, check, dispatch and phases
+ * are tested on every backend.  The host's poll(2) on the loop fd uses a
+ * zero timeout wherever the answer must already be known, so no test
+ * waits on wall-clock time except for a deadline the test itself set.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "aioloop/aioloop.h"
+#include "testutil.h"
+#include "tuplus.h"
+
+#define HOUR ((int64_t)3600 * 1000000000)
+
+static char g_log[64];
+static int g_nlog;
+
+static void log_event(char c)
+{
+    assert_true(g_nlog < (int)sizeof(g_log) - 1);
+    g_log[g_nlog++] = c;
+    g_log[g_nlog] = '\0';
+}
+
+static int reset(void **state)
+{
+    (void)state;
+    g_nlog = 0;
+    g_log[0] = '\0';
+    return 0;
+}
+
+static aiol_loop *settled_loop(void)
+{
+    aiol_loop *loop = tu_loop_new();
+
+    aiol_loop_poll(loop, false);
+    return loop;
+}
+
+/* The loop fd, or skip the test on a backend without one. */
+static int loop_fd_or_skip(aiol_loop *loop)
+{
+    int fd = aiol_loop_get_fd(loop);
+
+    if (strcmp(aiol_loop_backend(loop), "poll") == 0) {
+        assert_int_equal(fd, -ENOTSUP);
+        aiol_loop_free(loop);
+        skip();
+    }
+    assert_true(fd >= 0);
+    return fd;
+}
+
+/* poll(2) on @p fd for input, @p timeout_ms; true when readable. */
+static bool fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd p = { .fd = fd, .events = POLLIN };
+    int n;
+
+    do {
+        n = poll(&p, 1, timeout_ms);
+    } while (n < 0 && errno == EINTR);
+    assert_true(n >= 0);
+    return n == 1 && (p.revents & POLLIN);
+}
+
+static void cb_count(void *opaque)
+{
+    (*(int *)opaque)++;
+    log_event('B');
+}
+
+static void cb_timer(void *opaque)
+{
+    (*(int *)opaque)++;
+    log_event('T');
+}
+
+typedef struct efd_h {
+    int fd;
+    int reads;
+} efd_h;
+
+static void cb_efd_read(void *opaque)
+{
+    efd_h *h = opaque;
+
+    h->reads++;
+    tu_eventfd_drain(h->fd);
+    log_event('F');
+}
+
+/* ------------------------------------------------------------ loop fd */
+
+static void test_embed_get_fd_readable(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    int lfd = loop_fd_or_skip(loop);
+    efd_h h = { .fd = tu_eventfd() };
+
+    (void)state;
+    assert_int_equal(aiol_loop_get_fd(loop), lfd);   /* stable */
+    assert_false(fd_readable(lfd, 0));
+    assert_int_equal(aiol_fd_set(loop, h.fd, cb_efd_read, NULL, NULL, &h),
+                     0);
+    assert_false(fd_readable(lfd, 0));
+    for (int i = 1; i <= 3; i++) {
+        tu_eventfd_signal(h.fd);
+        assert_true(fd_readable(lfd, 0));
+        assert_true(aiol_loop_dispatch(loop));
+        assert_int_equal(h.reads, i);
+        assert_false(fd_readable(lfd, 0));           /* drained */
+    }
+    assert_int_equal(aiol_fd_remove(loop, h.fd), 0);
+    tu_eventfd_signal(h.fd);
+    assert_false(fd_readable(lfd, 0));               /* not watched */
+    close(h.fd);
+    aiol_loop_free(loop);
+}
+
+static void test_embed_get_fd_poll_backend(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    bool is_poll = strcmp(aiol_loop_backend(loop), "poll") == 0;
+
+    (void)state;
+    if (is_poll) {
+        assert_int_equal(aiol_loop_get_fd(loop), -ENOTSUP);
+    } else {
+        assert_true(aiol_loop_get_fd(loop) >= 0);
+    }
+    aiol_loop_free(loop);
+}
+
+/* ------------------------------------------------- prepare deadlines */
+
+static void test_embed_prepare_deadlines(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_clock *c = aiol_loop_clock(loop);
+    aiol_timer *t;
+    aiol_bh *bh;
+    int64_t d, now, far;
+    int runs = 0, fired = 0;
+
+    (void)state;
+    assert_int_equal(aiol_bh_new(loop, cb_count, &runs, &bh), 0);
+    assert_int_equal(aiol_timer_new(c, cb_count, &fired, &t), 0);
+
+    /* idle: nothing but fds or a notify can create work */
+    assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+    assert_false(aiol_loop_check(loop));
+
+    /* a scheduled bottom half: due now */
+    aiol_bh_schedule(bh);
+    assert_int_equal(aiol_loop_prepare(loop), 0);
+    assert_true(aiol_loop_check(loop));
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(runs, 1);
+    assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+    assert_false(aiol_loop_check(loop));
+
+    /* an armed timer: its deadline */
+    far = aiol_clock_get_ns(c) + HOUR;
+    assert_int_equal(aiol_timer_mod(t, far), 0);
+    assert_int_equal(aiol_loop_prepare(loop), far);
+    assert_false(aiol_loop_check(loop));
+    assert_false(aiol_loop_dispatch(loop));
+    assert_int_equal(fired, 0);
+
+    /* a bottom half beats the timer */
+    aiol_bh_schedule(bh);
+    assert_int_equal(aiol_loop_prepare(loop), 0);
+    assert_true(aiol_loop_check(loop));
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(runs, 2);
+
+    /* an idle bottom half: some time within 10 ms, not now */
+    aiol_bh_schedule_idle(bh);
+    now = aiol_clock_now_ns();
+    d = aiol_loop_prepare(loop);
+    assert_true(d > now);
+    assert_true(d <= aiol_clock_now_ns() + TU_MS(10));
+    aiol_loop_check(loop);
+    assert_false(aiol_loop_dispatch(loop));          /* idle: no progress */
+    assert_int_equal(runs, 3);
+
+    /* a pending notify: due now */
+    aiol_loop_notify(loop);
+    assert_int_equal(aiol_loop_prepare(loop), 0);
+    assert_true(aiol_loop_check(loop));
+    assert_false(aiol_loop_dispatch(loop));
+    assert_int_equal(aiol_loop_prepare(loop), far);
+    aiol_loop_check(loop);
+
+    aiol_timer_free(t);
+    aiol_bh_delete(bh);
+    aiol_loop_free(loop);
+}
+
+static void test_embed_check_timer_due(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_clock *c = aiol_loop_clock(loop);
+    bool has_fd = aiol_loop_get_fd(loop) >= 0;
+    struct timespec ts;
+    aiol_timer *t;
+    int64_t d;
+    int fired = 0;
+
+    (void)state;
+    assert_int_equal(aiol_timer_new(c, cb_count, &fired, &t), 0);
+    assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + TU_MS(50)), 0);
+    d = aiol_loop_prepare(loop);
+    assert_int_equal(d, aiol_timer_expire_ns(t));
+    assert_false(aiol_loop_check(loop));
+    assert_false(aiol_loop_dispatch(loop));
+    assert_int_equal(fired, 0);
+
+    /* the host sleeps until the deadline prepare gave, then checks */
+    d = aiol_loop_prepare(loop);
+    if (has_fd) {
+        assert_false(fd_readable(aiol_loop_get_fd(loop), 0));
+    }
+    ts.tv_sec = d / 1000000000;
+    ts.tv_nsec = d % 1000000000;
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) != 0) {
+    }
+    assert_true(aiol_loop_check(loop));
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(fired, 1);
+    assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+    assert_false(aiol_loop_check(loop));
+    aiol_timer_free(t);
+    aiol_loop_free(loop);
+}
+
+/* ------------------------------------------------------ prepare + notify */
+
+typedef struct delayed_notify {
+    aiol_loop *loop;
+    int64_t delay_ns;
+} delayed_notify;
+
+static void *thread_notify(void *opaque)
+{
+    delayed_notify *n = opaque;
+
+    tu_sleep_ns(n->delay_ns);
+    aiol_loop_notify(n->loop);
+    return NULL;
+}
+
+static void test_embed_prepare_notify_makes_fd_readable(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    int lfd = loop_fd_or_skip(loop);
+    static delayed_notify n;
+    uint64_t kicks;
+    pthread_t t;
+
+    (void)state;
+    /* outside prepare..check a notify costs nothing and wakes no host */
+    kicks = tu_stats(loop).notify_kicks;
+    aiol_loop_notify(loop);
+    assert_false(fd_readable(lfd, 0));
+    assert_int_equal(tu_stats(loop).notify_kicks, kicks);
+    assert_false(aiol_loop_dispatch(loop));
+
+    /* between prepare and check it makes the loop fd readable */
+    assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+    aiol_loop_notify(loop);
+    assert_true(fd_readable(lfd, 0));
+    assert_int_equal(tu_stats(loop).notify_kicks, kicks + 1);
+    assert_true(aiol_loop_check(loop));
+    assert_false(aiol_loop_dispatch(loop));          /* internal work only */
+    assert_false(fd_readable(lfd, 0));
+
+    /* from another thread while the host sleeps on the fd */
+    n.loop = loop;
+    n.delay_ns = TU_MS(5);
+    for (int round = 0; round < 3; round++) {
+        assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+        assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
+        assert_true(fd_readable(lfd, 5000));
+        pthread_join(t, NULL);
+        aiol_loop_check(loop);
+        assert_false(aiol_loop_dispatch(loop));
+        assert_false(fd_readable(lfd, 0));
+    }
+    aiol_loop_free(loop);
+}
+
+/* -------------------------------------------------------------- phases */
+
+typedef struct phase_rec {
+    int64_t due;         /* deadline of its work; -1: none */
+    int dispatches;
+    int ran_due;
+} phase_rec;
+
+static int64_t phase_deadline(void *opaque, int64_t now_ns)
+{
+    phase_rec *p = opaque;
+
+    (void)now_ns;
+    return p->due >= 0 ? p->due : AIOL_DEADLINE_NONE;
+}
+
+static bool phase_dispatch(void *opaque)
+{
+    phase_rec *p = opaque;
+
+    p->dispatches++;
+    log_event('P');
+    if (p->due >= 0 && aiol_clock_now_ns() >= p->due) {
+        p->due = -1;
+        p->ran_due++;
+        return true;
+    }
+    return false;
+}
+
+static const aiol_phase_ops phase_ops = {
+    .deadline = phase_deadline,
+    .dispatch = phase_dispatch,
+};
+
+static void test_embed_phase_deadline_and_progress(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_loop_stats before;
+    phase_rec p = { .due = -1 };
+    aiol_phase *ph;
+    tu_watchdog w;
+
+    (void)state;
+    assert_int_equal(aiol_phase_add(loop, &phase_ops, &p, &ph), 0);
+
+    /* dispatched once per iteration; no work, no progress */
+    for (int i = 1; i <= 5; i++) {
+        assert_false(aiol_loop_poll(loop, false));
+        assert_int_equal(p.dispatches, i);
+    }
+    assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+    aiol_loop_check(loop);
+
+    /* its deadline ends a blocking poll, and its work is progress */
+    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    for (int round = 0; round < 3; round++) {
+        before = tu_stats(loop);
+        p.due = aiol_clock_now_ns() + TU_MS(1);
+        assert_int_equal(aiol_loop_prepare(loop), p.due);
+        aiol_loop_check(loop);
+        assert_true(aiol_loop_poll(loop, true));
+        assert_int_equal(p.ran_due, round + 1);
+        assert_int_equal(tu_stats(loop).iterations - before.iterations, 1);
+    }
+    assert_int_equal(tu_watchdog_free(&w), 0);
+
+    /* deadline 0: a blocking poll does not sleep */
+    p.due = 0;
+    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(p.ran_due, 4);
+    assert_int_equal(tu_watchdog_free(&w), 0);
+
+    /* removed: no more dispatches, and its deadline no longer counts */
+    aiol_phase_remove(ph);
+    p.due = 0;
+    assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+    assert_false(aiol_loop_check(loop));
+    assert_false(aiol_loop_poll(loop, false));
+    assert_int_equal(p.dispatches, 5 + 3 + 1);
+    assert_int_equal(p.ran_due, 4);
+    aiol_loop_free(loop);      /* would abort with a phase still added */
+}
+
+static void test_embed_phase_runs_after_other_work(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_clock *c = aiol_loop_clock(loop);
+    phase_rec p = { .due = -1 }, q = { .due = -1 };
+    aiol_phase *ph, *qh;
+    efd_h h = { .fd = tu_eventfd() };
+    aiol_timer *t;
+    aiol_bh *bh;
+    int runs = 0, fired = 0;
+
+    (void)state;
+    assert_int_equal(aiol_phase_add(loop, &phase_ops, &p, &ph), 0);
+    assert_int_equal(aiol_phase_add(loop, &phase_ops, &q, &qh), 0);
+    assert_int_equal(aiol_bh_new(loop, cb_count, &runs, &bh), 0);
+    assert_int_equal(aiol_timer_new(c, cb_timer, &fired, &t), 0);
+    assert_int_equal(aiol_fd_set(loop, h.fd, cb_efd_read, NULL, NULL, &h),
+                     0);
+    aiol_loop_poll(loop, false);
+    g_nlog = 0;
+
+    aiol_bh_schedule(bh);
+    tu_eventfd_signal(h.fd);
+    assert_int_equal(aiol_timer_mod(t, 1), 0);     /* long due */
+    assert_true(aiol_loop_poll(loop, true));
+    /* bottom halves, fd handlers, timers, then both phases */
+    assert_string_equal(g_log, "BFTPP");
+    assert_int_equal(runs, 1);
+    assert_int_equal(fired, 1);
+    assert_int_equal(h.reads, 1);
+
+    aiol_phase_remove(qh);
+    aiol_phase_remove(ph);
+    assert_int_equal(aiol_fd_remove(loop, h.fd), 0);
+    close(h.fd);
+    aiol_timer_free(t);
+    aiol_bh_delete(bh);
+    aiol_loop_free(loop);
+}
+
+/* ------------------------------------------- known bugs (see report) */
+
+/*
+ * An idle bottom half runs within 10 ms, also when a host loop drives the
+ * loop: prepare() gives a deadline at most 10 ms ahead, and once the host
+ * has slept until it, check() must report the bottom half due.
+ */
+static void test_embed_idle_bh_becomes_due(void **state)
+{
+    aiol_loop *loop;
+    struct timespec ts;
+    aiol_bh *bh;
+    int runs = 0, rounds = 0;
+
+    (void)state;
+    loop = settled_loop();
+    assert_int_equal(aiol_bh_new(loop, cb_count, &runs, &bh), 0);
+    aiol_bh_schedule_idle(bh);
+    while (runs == 0 && rounds < 5) {
+        int64_t d = aiol_loop_prepare(loop);
+
+        assert_true(d != AIOL_DEADLINE_NONE);
+        ts.tv_sec = d / 1000000000;
+        ts.tv_nsec = d % 1000000000;
+        while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts,
+                               NULL) != 0) {
+        }
+        if (aiol_loop_check(loop)) {
+            aiol_loop_dispatch(loop);
+        }
+        rounds++;
+    }
+    assert_int_equal(runs, 1);
+    assert_int_equal(rounds, 1);
+    aiol_bh_delete(bh);
+    aiol_loop_free(loop);
+}
+
+#define T(f) cmocka_unit_test_setup(f, reset)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_embed_get_fd_readable),
+        T(test_embed_get_fd_poll_backend),
+        T(test_embed_prepare_deadlines),
+        T(test_embed_check_timer_due),
+        T(test_embed_prepare_notify_makes_fd_readable),
+        T(test_embed_phase_deadline_and_progress),
+        T(test_embed_phase_runs_after_other_work),
+        T(test_embed_idle_bh_becomes_due),
+    };
+    char name[64];
+
+    aiol_loop_free(tu_loop_new());
+    snprintf(name, sizeof(name), "embed-%s",
+             tu_backend_requested() ? tu_backend_requested() : "default");
+    return cmocka_run_group_tests_name(name, tests, NULL, NULL);
+}

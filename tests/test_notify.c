@@ -1,0 +1,276 @@
+/*
+ * test_notify.c - aiol_loop_notify() and the notify_me protocol, run once
+ * per backend.
+ *
+ * The loop's counters tell what a notify cost: notify_kicks counts writes
+ * to the wakeup eventfd, monitor_waits the waits on the fd monitor.  A
+ * blocking poll that should end carries a watchdog timer, so a lost wakeup
+ * fails the test (the poll would return true, from the watchdog) instead
+ * of hanging it.
+ *
+ * A fresh loop may have a wakeup pending (the poll backend notifies itself
+ * when a handler is set, its own notifier included), so tests that count
+ * start with one non-blocking poll.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "aioloop/aioloop.h"
+#include "testutil.h"
+#include "tuplus.h"
+
+static aiol_loop *settled_loop(void)
+{
+    aiol_loop *loop = tu_loop_new();
+
+    assert_false(aiol_loop_poll(loop, false));
+    return loop;
+}
+
+/* ------------------------------------------------- not blocked: free */
+
+static void test_notify_unblocked_costs_no_syscall(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_loop_stats before, after;
+    tu_watchdog w;
+
+    (void)state;
+    before = tu_stats(loop);
+    aiol_loop_notify(loop);
+    aiol_loop_notify(loop);
+    aiol_loop_notify(loop);
+    assert_int_equal(tu_stats(loop).notify_kicks, before.notify_kicks);
+
+    /*
+     * The next blocking poll does not sleep: exactly one iteration with
+     * one zero-timeout wait, no progress (only internal work), and still
+     * no eventfd write.
+     */
+    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    assert_false(aiol_loop_poll(loop, true));
+    assert_int_equal(tu_watchdog_free(&w), 0);
+    after = tu_stats(loop);
+    assert_int_equal(after.iterations - before.iterations, 1);
+    assert_int_equal(after.monitor_waits - before.monitor_waits, 1);
+    assert_int_equal(after.notify_kicks, before.notify_kicks);
+    assert_int_equal(after.timer_runs, before.timer_runs);
+    aiol_loop_free(loop);
+}
+
+static void test_notify_consumed_once(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_loop_stats before;
+    tu_watchdog w;
+
+    (void)state;
+    /*
+     * One pending notify ends one blocking poll; the one after it sleeps
+     * again, here until a timer 50 ms ahead (the first poll returns long
+     * before it: the watchdog would make the poll return true).
+     */
+    aiol_loop_notify(loop);
+    before = tu_stats(loop);
+    tu_watchdog_arm(&w, loop, TU_MS(50));
+    assert_false(aiol_loop_poll(loop, true));
+    assert_int_equal(w.fired, 0);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(w.fired, 1);
+    assert_int_equal(tu_stats(loop).iterations - before.iterations, 2);
+    assert_int_equal(tu_stats(loop).notify_kicks, before.notify_kicks);
+    tu_watchdog_free(&w);
+    aiol_loop_free(loop);
+}
+
+/* ------------------------------------------- non-blocking: one wait */
+
+static void test_notify_nonblocking_poll_one_wait(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_loop_stats before, after;
+
+    (void)state;
+    for (int i = 0; i < 10; i++) {
+        before = tu_stats(loop);
+        if (i % 2) {
+            aiol_loop_notify(loop);    /* a pending notify changes nothing */
+        }
+        assert_false(aiol_loop_poll(loop, false));
+        after = tu_stats(loop);
+        assert_int_equal(after.iterations - before.iterations, 1);
+        assert_int_equal(after.monitor_waits - before.monitor_waits, 1);
+        assert_int_equal(after.notify_kicks, before.notify_kicks);
+        assert_int_equal(after.callbacks - before.callbacks, 0);
+    }
+    aiol_loop_free(loop);
+}
+
+/* ------------------------------------------------------ cross-thread */
+
+typedef struct notifier {
+    aiol_loop *loop;
+    int64_t delay_ns;
+    int count;               /* notifies to send after the delay */
+    atomic_bool done;
+} notifier;
+
+static void *thread_notify(void *opaque)
+{
+    notifier *n = opaque;
+
+    tu_sleep_ns(n->delay_ns);
+    for (int i = 0; i < n->count; i++) {
+        aiol_loop_notify(n->loop);
+    }
+    /*
+     * State first, then the notify that announces it: a notify only
+     * promises that the poll in progress (or the next one) returns, so the
+     * loop may consume the burst and miss a flag stored after it.
+     */
+    atomic_store(&n->done, true);
+    aiol_loop_notify(n->loop);
+    return NULL;
+}
+
+static void test_notify_cross_thread_wakes_blocking_poll(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    static notifier n;
+    aiol_loop_stats before;
+    tu_watchdog w;
+    pthread_t t;
+
+    (void)state;
+    n.loop = loop;
+    n.delay_ns = TU_MS(5);
+    n.count = 0;        /* just the final notify */
+    for (int round = 0; round < 5; round++) {
+        atomic_store(&n.done, false);
+        before = tu_stats(loop);
+        tu_watchdog_arm(&w, loop, TU_MS(5000));
+        assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
+        assert_false(aiol_loop_poll(loop, true));
+        pthread_join(t, NULL);
+        assert_int_equal(tu_watchdog_free(&w), 0);
+        /* one eventfd write if the loop was asleep, none if not yet */
+        assert_true(tu_stats(loop).notify_kicks - before.notify_kicks <= 1);
+        assert_int_equal(tu_stats(loop).iterations - before.iterations, 1);
+    }
+    aiol_loop_free(loop);
+}
+
+static void test_notify_many_while_blocked_few_kicks(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    static notifier n;
+    aiol_loop_stats before, after;
+    pthread_t t;
+
+    (void)state;
+    /* a burst while the loop sleeps: the first write wakes it, the rest
+     * ride along until the loop blocks again */
+    n.loop = loop;
+    n.delay_ns = TU_MS(5);
+    n.count = 1000;
+    for (int round = 0; round < 3; round++) {
+        tu_watchdog w;
+
+        atomic_store(&n.done, false);
+        before = tu_stats(loop);
+        tu_watchdog_arm(&w, loop, TU_MS(5000));
+        assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
+        while (!atomic_load(&n.done)) {
+            assert_false(aiol_loop_poll(loop, true));
+        }
+        pthread_join(t, NULL);
+        assert_int_equal(tu_watchdog_free(&w), 0);
+        after = tu_stats(loop);
+        /*
+         * At most one write per wakeup: a write needs the loop to drain
+         * the eventfd before the next one.  (When the loop gets to run
+         * during the burst it may block again and earn another write; when
+         * it does not, the 1001 notifies cost at most 2 writes.)
+         */
+        assert_true(after.notify_kicks - before.notify_kicks <=
+                    after.iterations - before.iterations + 1);
+        assert_true(after.notify_kicks - before.notify_kicks < 1001);
+        /* consume what the burst left pending */
+        aiol_loop_poll(loop, false);
+    }
+
+    /*
+     * A notifier hammering while the loop keeps blocking: each write needs
+     * a drain in between, so kicks never exceed iterations + 1.
+     */
+    n.delay_ns = 0;
+    n.count = 200000;
+    atomic_store(&n.done, false);
+    before = tu_stats(loop);
+    assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
+    while (!atomic_load(&n.done)) {
+        aiol_loop_poll(loop, true);
+    }
+    pthread_join(t, NULL);
+    after = tu_stats(loop);
+    assert_true(after.notify_kicks - before.notify_kicks <=
+                after.iterations - before.iterations + 1);
+    assert_true(after.notify_kicks - before.notify_kicks < 200000 / 2);
+    aiol_loop_free(loop);
+}
+
+/* Notifies from a thread while the owner polls non-blocking: no write. */
+static void test_notify_never_kicks_nonblocking_poller(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    static notifier n;
+    pthread_t t;
+    aiol_loop_stats before;
+
+    (void)state;
+    n.loop = loop;
+    n.delay_ns = 0;
+    n.count = 100000;
+    atomic_store(&n.done, false);
+    before = tu_stats(loop);
+    assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
+    while (!atomic_load(&n.done)) {
+        aiol_loop_poll(loop, false);
+        sched_yield();
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(tu_stats(loop).notify_kicks, before.notify_kicks);
+    aiol_loop_free(loop);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_notify_unblocked_costs_no_syscall),
+        cmocka_unit_test(test_notify_consumed_once),
+        cmocka_unit_test(test_notify_nonblocking_poll_one_wait),
+        cmocka_unit_test(test_notify_cross_thread_wakes_blocking_poll),
+        cmocka_unit_test(test_notify_many_while_blocked_few_kicks),
+        cmocka_unit_test(test_notify_never_kicks_nonblocking_poller),
+    };
+    char name[64];
+
+    aiol_loop_free(tu_loop_new());
+    snprintf(name, sizeof(name), "notify-%s",
+             tu_backend_requested() ? tu_backend_requested() : "default");
+    return cmocka_run_group_tests_name(name, tests, NULL, NULL);
+}
