@@ -10,7 +10,7 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := gcc clang meson ninja-build pkg-config libcmocka-dev python3 \
-            libuv1-dev
+            liburing-dev libuv1-dev
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1

@@ -42,6 +42,9 @@ int64_t aiol_loop_prepare(aiol_loop *loop)
     int64_t deadline;
 
     aiol__check(loop != NULL, "loop is NULL");
+    if (loop->mon->flush != NULL) {
+        loop->mon->flush(loop);
+    }
     atomic_fetch_or_explicit(&loop->notify_me, 1, memory_order_relaxed);
     /* F1: pairs with F2 in aiol_loop_notify(). */
     atomic_thread_fence(memory_order_seq_cst);

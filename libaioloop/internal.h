@@ -199,6 +199,12 @@ typedef struct aiol__fdmon_ops {
     /* The monitor's own pollable fd for embedding, or -ENOTSUP. */
     int (*get_fd)(aiol_loop *loop);
     /*
+     * Optional.  Hands pending registration changes to the kernel without
+     * waiting, so a host loop sleeping on get_fd() sees them.  Polling
+     * thread.
+     */
+    void (*flush)(aiol_loop *loop);
+    /*
      * True when a registration change made by another thread takes effect
      * only once the polling thread goes round again (it must be notified).
      */
@@ -207,6 +213,9 @@ typedef struct aiol__fdmon_ops {
 
 extern const aiol__fdmon_ops aiol__fdmon_epoll;
 extern const aiol__fdmon_ops aiol__fdmon_poll;
+#ifdef AIOL_HAVE_IO_URING
+extern const aiol__fdmon_ops aiol__fdmon_io_uring;
+#endif
 
 /* --------------------------------------------------------- handlers */
 

@@ -27,6 +27,9 @@
 /* In order of preference for the default choice. */
 static const aiol__fdmon_ops *const monitors[] = {
     &aiol__fdmon_epoll,
+#ifdef AIOL_HAVE_IO_URING
+    &aiol__fdmon_io_uring,
+#endif
     &aiol__fdmon_poll,
 };
 #define N_MONITORS (sizeof(monitors) / sizeof(monitors[0]))

@@ -114,6 +114,20 @@ static void cb_efd_read(void *opaque)
 
 /* ------------------------------------------------------------ loop fd */
 
+/*
+ * One host round as far as input goes: prepare (which hands pending
+ * registrations to the kernel), poll the loop fd without sleeping, check.
+ */
+static bool host_sees_input(aiol_loop *loop, int lfd)
+{
+    bool readable;
+
+    aiol_loop_prepare(loop);
+    readable = fd_readable(lfd, 0);
+    aiol_loop_check(loop);
+    return readable;
+}
+
 static void test_embed_get_fd_readable(void **state)
 {
     aiol_loop *loop = settled_loop();
@@ -122,20 +136,30 @@ static void test_embed_get_fd_readable(void **state)
 
     (void)state;
     assert_int_equal(aiol_loop_get_fd(loop), lfd);   /* stable */
-    assert_false(fd_readable(lfd, 0));
+    assert_false(host_sees_input(loop, lfd));
     assert_int_equal(aiol_fd_set(loop, h.fd, cb_efd_read, NULL, NULL, &h),
                      0);
-    assert_false(fd_readable(lfd, 0));
+    assert_false(host_sees_input(loop, lfd));
     for (int i = 1; i <= 3; i++) {
         tu_eventfd_signal(h.fd);
-        assert_true(fd_readable(lfd, 0));
+        assert_true(host_sees_input(loop, lfd));
         assert_true(aiol_loop_dispatch(loop));
         assert_int_equal(h.reads, i);
-        assert_false(fd_readable(lfd, 0));           /* drained */
+        assert_false(host_sees_input(loop, lfd));           /* drained */
     }
     assert_int_equal(aiol_fd_remove(loop, h.fd), 0);
     tu_eventfd_signal(h.fd);
-    assert_false(fd_readable(lfd, 0));               /* not watched */
+    if (host_sees_input(loop, lfd)) {
+        /*
+         * io_uring only: the poll re-armed before the removal completed
+         * as it was being cancelled; that one completion wakes the host,
+         * and dispatching it runs nothing.
+         */
+        assert_string_equal(aiol_loop_backend(loop), "io_uring");
+        assert_false(aiol_loop_dispatch(loop));
+        assert_false(host_sees_input(loop, lfd));
+    }
+    assert_int_equal(h.reads, 3);                           /* not watched */
     close(h.fd);
     aiol_loop_free(loop);
 }

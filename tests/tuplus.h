@@ -15,6 +15,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "aioloop/aioloop.h"
@@ -70,6 +71,15 @@ static inline int tu_watchdog_free(tu_watchdog *w)
     aiol_timer_free(w->timer);
     w->timer = NULL;
     return w->fired;
+}
+
+/*
+ * Syscalls an idle non-blocking poll makes: io_uring reads its completion
+ * ring from shared memory and needs none; epoll and poll make one wait.
+ */
+static inline uint64_t tu_idle_look_waits(aiol_loop *loop)
+{
+    return strcmp(aiol_loop_backend(loop), "io_uring") == 0 ? 0 : 1;
 }
 
 /* Deterministic PRNG (xorshift64*), so failures reproduce. */
