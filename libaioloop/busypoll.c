@@ -59,14 +59,9 @@ static void snapshot_refresh(aiol_loop *loop)
     pthread_mutex_lock(&loop->lock);
     gen = atomic_load_explicit(&loop->pollers_gen, memory_order_relaxed);
     AIOL_LIST_FOREACH(node, &loop->pollers, node_poll) {
-        if (n == loop->pollers_snap_cap) {
-            size_t cap = n ? 2 * n : 16;
-            aiol__handler **v = realloc(loop->pollers_snap, cap * sizeof(*v));
-            if (v == NULL) {
-                break; /* keep the old generation: retried next time */
-            }
-            loop->pollers_snap = v;
-            loop->pollers_snap_cap = cap;
+        if (aiol__reserve(&loop->pollers_snap, &loop->pollers_snap_cap, n + 1,
+                          sizeof(*loop->pollers_snap)) < 0) {
+            break; /* keep the old generation: retried next time */
         }
         loop->pollers_snap[n++] = node;
     }

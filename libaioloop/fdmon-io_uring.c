@@ -135,41 +135,15 @@ static void uring_fini(aiol_loop *loop)
     loop->mon_state = NULL;
 }
 
-/* Grows an int list to hold one more entry.  0 or -ENOMEM. */
-static int list_reserve(int **v, size_t n, size_t *cap)
+/* Appends @fd to an fd list.  0 or -ENOMEM. */
+static int list_push(int **v, size_t *n, size_t *cap, int fd)
 {
-    if (n == *cap) {
-        size_t c = *cap ? 2 * *cap : 64;
-        int *bigger = realloc(*v, c * sizeof(*bigger));
+    int ret = aiol__reserve(v, cap, *n + 1, sizeof(**v));
 
-        if (bigger == NULL) {
-            return -ENOMEM;
-        }
-        *v = bigger;
-        *cap = c;
+    if (ret == 0) {
+        (*v)[(*n)++] = fd;
     }
-    return 0;
-}
-
-static int fds_reserve(uring_state *s, int fd)
-{
-    size_t want = (size_t)fd + 1, size = s->nfds ? s->nfds : 64;
-    uring_fd *bigger;
-
-    if (want <= s->nfds) {
-        return 0;
-    }
-    while (size < want) {
-        size *= 2;
-    }
-    bigger = realloc(s->fds, size * sizeof(*bigger));
-    if (bigger == NULL) {
-        return -ENOMEM;
-    }
-    memset(bigger + s->nfds, 0, (size - s->nfds) * sizeof(*bigger));
-    s->fds = bigger;
-    s->nfds = size;
-    return 0;
+    return ret;
 }
 
 /* Under loop->lock.  Only records the change; wait() applies it. */
@@ -187,16 +161,13 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     if (oev == 0 && fcntl(fd, F_GETFD) < 0) {
         return -errno; /* refuse a closed fd now, as epoll does */
     }
-    ret = fds_reserve(s, fd);
+    ret = aiol__reserve(&s->fds, &s->nfds, (size_t)fd + 1, sizeof(*s->fds));
     if (ret == 0 && nev == 0) {
         s->fds[fd].dropped = true;
     }
     if (ret == 0 && !s->fds[fd].dirty) {
-        ret = list_reserve(&s->dirty, s->ndirty, &s->dirty_cap);
-        if (ret == 0) {
-            s->dirty[s->ndirty++] = fd;
-            s->fds[fd].dirty = true;
-        }
+        ret = list_push(&s->dirty, &s->ndirty, &s->dirty_cap, fd);
+        s->fds[fd].dirty = ret == 0;
     }
     return ret;
 }
@@ -292,9 +263,9 @@ static int reap_one(aiol_loop *loop, uring_state *s, uint64_t ud, int res,
          */
         return 0;
     }
-    if (!st->fired && list_reserve(&s->fired, s->nfired, &s->fired_cap) == 0) {
-        s->fired[s->nfired++] = fd; /* re-armed by the next flush */
-        st->fired = true;
+    if (!st->fired) {
+        /* re-armed by the next flush */
+        st->fired = list_push(&s->fired, &s->nfired, &s->fired_cap, fd) == 0;
     }
     node = aiol__handler_lookup(loop, fd);
     if (node == NULL || node->events == 0) {

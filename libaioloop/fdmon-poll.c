@@ -71,27 +71,6 @@ static unsigned from_poll(short ev)
            (ev & POLLERR ? AIOL__EV_ERR : 0u) | (ev & POLLHUP ? AIOL__EV_HUP : 0u);
 }
 
-/* Grows *arr (of *cap entries) to hold at least @want entries. */
-static int pfd_reserve(struct pollfd **arr, size_t *cap, size_t want)
-{
-    size_t size = *cap ? *cap : 64;
-    struct pollfd *bigger;
-
-    if (want <= *cap) {
-        return 0;
-    }
-    while (size < want) {
-        size *= 2;
-    }
-    bigger = realloc(*arr, size * sizeof(*bigger));
-    if (bigger == NULL) {
-        return -ENOMEM;
-    }
-    *arr = bigger;
-    *cap = size;
-    return 0;
-}
-
 static int poll_update(aiol_loop *loop, aiol__handler *old,
                        aiol__handler *new_)
 {
@@ -105,7 +84,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
             if (fcntl(new_->fd, F_GETFD) < 0) {
                 return -errno;
             }
-            ret = pfd_reserve(&s->pfds, &s->cap, s->n + 1);
+            ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
             if (ret < 0) {
                 return ret;
             }
@@ -142,7 +121,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     loop->stats.monitor_waits++;
     pthread_mutex_lock(&loop->lock);
     n = s->n;
-    ret = pfd_reserve(&s->copy, &s->copy_cap, n);
+    ret = aiol__reserve(&s->copy, &s->copy_cap, n, sizeof(*s->copy));
     if (ret == 0 && n > 0) {
         memcpy(s->copy, s->pfds, n * sizeof(*s->copy));
     }

@@ -14,18 +14,10 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
-
-_Noreturn void aiol__fail(const char *func, const char *msg)
-{
-    fprintf(stderr, "aioloop: %s: %s\n", func, msg);
-    fflush(stderr);
-    abort();
-}
 
 /* Caller holds loop->lock.  Frees every parked handler. */
 static void free_deleted_locked(aiol_loop *loop)
@@ -86,30 +78,6 @@ void aiol__walk_end(aiol_loop *loop)
         free_deleted_locked(loop);
     }
     pthread_mutex_unlock(&loop->lock);
-}
-
-/* Caller holds loop->lock.  Makes table[fd] addressable. */
-static int table_reserve_locked(aiol_loop *loop, int fd)
-{
-    size_t want = (size_t)fd + 1;
-    size_t size = loop->table_size ? loop->table_size : 64;
-    aiol__handler **table;
-
-    if (want <= loop->table_size) {
-        return 0;
-    }
-    while (size < want) {
-        size *= 2;
-    }
-    table = realloc(loop->table, size * sizeof(*table));
-    if (table == NULL) {
-        return -ENOMEM;
-    }
-    memset(table + loop->table_size, 0,
-           (size - loop->table_size) * sizeof(*table));
-    loop->table = table;
-    loop->table_size = size;
-    return 0;
 }
 
 static unsigned ops_events(const aiol_fd_ops *ops)
@@ -183,7 +151,8 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         }
         goto out;
     }
-    ret = table_reserve_locked(loop, fd);
+    ret = aiol__reserve(&loop->table, &loop->table_size, (size_t)fd + 1,
+                        sizeof(*loop->table));
     if (ret == 0) {
         ret = loop->mon->update(loop, old, node);
     }

@@ -27,6 +27,13 @@
 
 _Noreturn void aiol__fail(const char *func, const char *msg);
 
+/*
+ * Grows the array *@arrp (a pointer to any element pointer) of *@cap
+ * elements of @esize bytes so it holds at least @want, doubling from 64;
+ * new elements are zeroed.  0 or -ENOMEM, leaving the array as it was.
+ */
+int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize);
+
 /* Readiness bits, monitor-neutral.  Each monitor translates its own. */
 enum {
     AIOL__EV_IN = 1u << 0,

@@ -205,15 +205,8 @@ int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
         }
         return 0;
     }
-    if (c->n == c->cap) {
-        size_t cap = c->cap ? c->cap * 2 : 64;
-        aiol_timer **heap = realloc(c->heap, cap * sizeof(*heap));
-
-        if (heap == NULL) {
-            return -ENOMEM;
-        }
-        c->heap = heap;
-        c->cap = cap;
+    if (aiol__reserve(&c->heap, &c->cap, c->n + 1, sizeof(*c->heap)) < 0) {
+        return -ENOMEM;
     }
     timer->expire = expire_ns;
     i = c->n++;

@@ -1,0 +1,36 @@
+/* util.c - small helpers shared by the runtime files. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+_Noreturn void aiol__fail(const char *func, const char *msg)
+{
+    fprintf(stderr, "aioloop: %s: %s\n", func, msg);
+    fflush(stderr);
+    abort();
+}
+
+int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize)
+{
+    size_t size = *cap ? *cap : 64;
+    char *arr, *bigger;
+
+    if (want <= *cap) {
+        return 0;
+    }
+    while (size < want) {
+        size *= 2;
+    }
+    memcpy(&arr, arrp, sizeof(arr));
+    bigger = realloc(arr, size * esize);
+    if (bigger == NULL) {
+        return -ENOMEM;
+    }
+    memset(bigger + *cap * esize, 0, (size - *cap) * esize);
+    memcpy(arrp, &bigger, sizeof(bigger));
+    *cap = size;
+    return 0;
+}
