@@ -5,7 +5,8 @@ Each library's binary (bench-aiol, bench-uv, ...) implements the shared
 workloads (see bench.h).  Libraries are run interleaved, round by round, so
 that machine noise hits them alike; each round's binary reports the median
 of its own runs, and the table shows the median over rounds and each peer's
-ratio to libaioloop (ratio > 1: the peer takes longer).
+ratio to the row's first column (for times, > 1 means the first column is
+faster).
 
 usage: run.py BUILD_DIR [--quick] [--markdown FILE]
 """
@@ -17,20 +18,34 @@ import subprocess
 import sys
 import time
 
-# (workload, n, libraries).  The first library is the reference.
+# (workload, n, variants): each variant is (binary, backend or None).  The
+# first variant is the reference the others' ratios are taken against.
+AIOL = [("aiol", "epoll"), ("aiol", "io_uring")]
 WORKLOADS = [
-    ("bh_single", 1, ["aiol"]),
-    ("bh_burst", 1000, ["aiol"]),
-    ("wakeup", 20000, ["aiol", "uv"]),
-    ("timers", 1000000, ["aiol", "uv"]),
-]
+    ("bh_single", 1, AIOL),
+    ("bh_burst", 1000, AIOL),
+    ("wakeup", 20000, AIOL + [("uv", None)]),
+    ("timers", 1000000, [("aiol", "epoll"), ("uv", None)]),
+    ("idle_poll", 1000, AIOL),
+    ("churn", 1000, AIOL + [("aiol", "poll")]),
+] + [("ready1", n, AIOL) for n in (1, 64, 1000, 9900)] \
+  + [(w, n, AIOL) for w in ("chain_a1", "chain_a100") for n in (100, 1000, 9900)]
+QUICK_SKIP = {("ready1", 9900), ("chain_a1", 9900), ("chain_a100", 9900)}
 QUICK_N = {"wakeup": 5000, "timers": 200000}
 
 
-def run_one(build, lib, workload, n, runs):
-    exe = os.path.join(build, "bench", "bench-" + lib)
-    out = subprocess.run([exe, workload, "--n", str(n), "--runs", str(runs)],
-                         check=True, capture_output=True, text=True).stdout
+def label(variant):
+    lib, backend = variant
+    return {"aiol": "aioloop", "uv": "libuv"}.get(lib, lib) + (f":{backend}" if backend else "")
+
+
+def run_one(build, variant, workload, n, runs):
+    lib, backend = variant
+    cmd = [os.path.join(build, "bench", "bench-" + lib), workload,
+           "--n", str(n), "--runs", str(runs)]
+    if backend:
+        cmd += ["--backend", backend]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     res = {}
     for line in out.splitlines():
         kv = dict(f.split("=", 1) for f in line.split())
@@ -45,36 +60,38 @@ def main():
     ap.add_argument("--markdown")
     a = ap.parse_args()
     rounds, runs = (3, 3) if a.quick else (5, 3)
-    libs_present = {lib for _, _, libs in WORKLOADS for lib in libs
-                    if os.path.exists(os.path.join(a.build, "bench", "bench-" + lib))}
+    present = lambda v: os.path.exists(os.path.join(a.build, "bench", "bench-" + v[0]))
+    todo = [(w, QUICK_N.get(w, n) if a.quick else n, [v for v in vs if present(v)])
+            for w, n, vs in WORKLOADS if not (a.quick and (w, n) in QUICK_SKIP)]
 
     rows = []
     t_start = time.time()
-    for i, (w, n, libs) in enumerate(WORKLOADS):
-        if a.quick:
-            n = QUICK_N.get(w, n)
-        libs = [lib for lib in libs if lib in libs_present]
-        samples = {lib: {} for lib in libs}
+    for i, (w, n, variants) in enumerate(todo):
+        samples = {v: {} for v in variants}
         for r in range(rounds):
-            for lib in libs:
-                print(f"[{time.time() - t_start:5.0f}s] workload {i + 1}/{len(WORKLOADS)} "
-                      f"{w} n={n}: {lib} round {r + 1}/{rounds}", file=sys.stderr, flush=True)
-                for metric, (v, unit) in run_one(a.build, lib, w, n, runs).items():
-                    samples[lib].setdefault(metric, []).append(v)
-        for metric in samples[libs[0]]:
-            ref = statistics.median(samples[libs[0]][metric])
-            row = [w, str(n), metric, f"{ref:.1f}"]
-            for lib in libs[1:]:
-                peer = statistics.median(samples[lib][metric])
-                row.append(f"{lib} {peer:.1f} ({peer / ref:.2f}x)")
-            rows.append(row)
+            for v in variants:
+                done = i + r / rounds
+                eta = (time.time() - t_start) / done * (len(todo) - done) if done else 0
+                print(f"[{time.time() - t_start:5.0f}s, ~{eta:4.0f}s left] "
+                      f"{i + 1}/{len(todo)} {w} n={n}: {label(v)} round {r + 1}/{rounds}",
+                      file=sys.stderr, flush=True)
+                for metric, (val, unit) in run_one(a.build, v, w, n, runs).items():
+                    samples[v].setdefault(metric, []).append(val)
+        for metric in samples[variants[0]]:
+            ref = statistics.median(samples[variants[0]][metric])
+            cells = [f"{label(variants[0])} {ref:.3g}"]
+            for v in variants[1:]:
+                val = statistics.median(samples[v][metric])
+                ratio = f" ({val / ref:.2f}x)" if ref else ""
+                cells.append(f"{label(v)} {val:.3g}{ratio}")
+            rows.append([w, str(n), metric] + cells)
 
     header = (f"libaioloop benchmarks, {time.strftime('%Y-%m-%d')}, "
               f"{platform.node()}, Linux {platform.release()}, "
               f"{os.cpu_count()} CPUs, {'quick' if a.quick else 'full'} mode\n"
-              "Medians over interleaved rounds; (Nx) = peer / libaioloop, "
-              "above 1 means libaioloop is faster.\n")
-    lines = ["| workload | n | metric | libaioloop | peers |",
+              "Medians over interleaved rounds; (Nx) = value / first column's "
+              "value.\n")
+    lines = ["| workload | n | metric | reference | others |",
              "|---|---|---|---|---|"]
     lines += ["| " + " | ".join(r[:4] + ["; ".join(r[4:]) or "-"]) + " |" for r in rows]
     table = header + "\n" + "\n".join(lines) + "\n"

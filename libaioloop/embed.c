@@ -24,7 +24,8 @@ int64_t aiol__loop_deadline(aiol_loop *loop, int64_t now_ns)
 {
     int64_t d, deadline;
 
-    if (atomic_load_explicit(&loop->notified, memory_order_relaxed)) {
+    if (atomic_load_explicit(&loop->notified, memory_order_relaxed) ||
+        (loop->mon->pending != NULL && loop->mon->pending(loop))) {
         return 0;
     }
     deadline = aiol__bh_deadline(loop, now_ns);

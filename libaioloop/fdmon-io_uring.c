@@ -28,14 +28,29 @@
  * (IORING_SQ_TASKRUN) when the kernel holds completions that need a kernel
  * entry to be posted.
  *
- * Setup.  COOP_TASKRUN|TASKRUN_FLAG where the kernel accepts them (5.19+),
- * plain otherwise.  SINGLE_ISSUER|DEFER_TASKRUN are not used: they bind the
- * ring to one thread, but a loop may be created on one thread and polled by
- * another (aiol_iothread_new), and QEMU's main context is polled by
- * whichever thread holds its lock.  The ring fd is registered by the
- * polling thread on its first wait (io_uring_register_ring_fd, 5.18+),
- * which saves an fd lookup per io_uring_enter; a later polling thread
- * registers its own.  If the ring cannot be created (ENOSYS, EPERM from
+ * Requests.  aiol_uring_submit() puts a caller-prepared SQE on the same
+ * ring with a pointer to its aiol_uring_req as user_data (8-byte aligned,
+ * so tag bits 00).  Completions are queued in CQE order and dispatched by
+ * the poll iteration after fd handlers (monitor op dispatch), from the
+ * oldest, so a nested poll continues the queue as it does bottom halves.
+ * At loop teardown every request still in flight is cancelled and waited
+ * for, and its callback runs, before anything else is torn down.
+ *
+ * Setup.  The ring starts "bound": SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG
+ * (6.1+), created disabled and enabled by the first thread that polls it,
+ * which becomes its only submitter.  DEFER_TASKRUN runs completion work
+ * only when we ask for events, in batches; on this machine it makes the
+ * ring as fast as epoll where COOP_TASKRUN is ~20% slower (docs/).  A loop
+ * may be polled by different threads over time, though (QEMU's main context
+ * is polled by whichever thread holds its lock); when another thread polls
+ * a bound ring, the ring is rebuilt "shared" (COOP_TASKRUN|TASKRUN_FLAG,
+ * 5.19+, or plain) and every watched fd is re-armed on it.  That needs no
+ * request of aioloop/uring.h in flight: those cannot move between rings.
+ * Kernels that refuse the bound flags get a shared ring from the start.
+ * The ring fd is registered (io_uring_register_ring_fd, 5.18+, one fd
+ * lookup less per io_uring_enter) for loops polled by one thread for life,
+ * the iothreads': a registration belongs to one thread and would pin the
+ * ring if the loop moved.  If no ring can be created (ENOSYS, EPERM from
  * seccomp or io_uring_disabled, ENOMEM), init fails and the default backend
  * choice falls back to epoll.
  */
@@ -71,34 +86,72 @@ typedef struct uring_fd {
                      * flight may watch a file the fd no longer names; lock */
 } uring_fd;
 
+struct aiol_uring_req {
+    aiol_loop *loop;                      /* immutable */
+    aiol_cqe_fn *done;                    /* immutable */
+    void *opaque;                         /* immutable */
+    AIOL_LIST_ENTRY(aiol_uring_req) link; /* s->inflight; polling thread */
+};
+
+/* A completion waiting to be dispatched. */
+typedef struct uring_done {
+    aiol_uring_req *req;
+    int res;
+    uint32_t flags;
+} uring_done;
+
 typedef struct uring_state {
-    struct io_uring ring;      /* SQ: polling thread, under lock */
-    pthread_t reg_thread;      /* thread the ring fd is registered for */
-    bool reg_valid;            /* polling thread */
+    struct io_uring ring;      /* SQ: polling thread */
+    bool shared;               /* any thread may poll; polling thread */
+    bool bound;                /* bound ring enabled for owner; polling thread */
+    pthread_t owner;           /* the bound ring's thread; polling thread */
+    bool registered;           /* ring fd registered for owner */
     uring_fd *fds;             /* fd-indexed; lock */
     size_t nfds;               /* lock */
     int *dirty, *fired;        /* fds to (re)arm or cancel; lock */
     size_t ndirty, dirty_cap, nfired, fired_cap; /* lock */
+    /* Requests; polling thread. */
+    AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
+    unsigned npending;          /* submitted, callback not yet run */
+    uring_done *done;           /* completions to dispatch, done[head..n) */
+    size_t done_head, ndone, done_cap;
 } uring_state;
 
-static int uring_setup(struct io_uring *ring)
+static int ring_init(struct io_uring *ring, unsigned flags)
 {
-    static const unsigned flag_sets[] = {
+    struct io_uring_params p;
+
+    memset(&p, 0, sizeof(p));
+    p.flags = flags;
+    return io_uring_queue_init_params(RING_ENTRIES, ring, &p);
+}
+
+/* Creates a ring, bound unless @shared; sets s->shared to what it got. */
+static int ring_create(uring_state *s, struct io_uring *ring, bool shared)
+{
+    static const unsigned shared_flags[] = {
         IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
         0,
     };
-    int ret = -ENOSYS;
+    int ret = -EINVAL;
 
-    for (size_t i = 0; i < sizeof(flag_sets) / sizeof(flag_sets[0]); i++) {
-        struct io_uring_params p;
-
-        memset(&p, 0, sizeof(p));
-        p.flags = flag_sets[i];
-        ret = io_uring_queue_init_params(RING_ENTRIES, ring, &p);
+    if (!shared) {
+        ret = ring_init(ring, IORING_SETUP_SINGLE_ISSUER |
+                                  IORING_SETUP_DEFER_TASKRUN |
+                                  IORING_SETUP_TASKRUN_FLAG |
+                                  IORING_SETUP_R_DISABLED);
+        if (ret != -EINVAL) {
+            s->shared = false;
+            return ret;
+        }
+    }
+    for (size_t i = 0; i < sizeof(shared_flags) / sizeof(shared_flags[0]); i++) {
+        ret = ring_init(ring, shared_flags[i]);
         if (ret != -EINVAL) {
             break;
         }
     }
+    s->shared = true;
     return ret;
 }
 
@@ -110,7 +163,7 @@ static int uring_init(aiol_loop *loop)
     if (s == NULL) {
         return -ENOMEM;
     }
-    ret = uring_setup(&s->ring);
+    ret = ring_create(s, &s->ring, false);
     if (ret < 0) {
         free(s);
         return ret;
@@ -123,11 +176,12 @@ static void uring_fini(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
 
-    if (s->reg_valid && pthread_equal(s->reg_thread, pthread_self())) {
+    if (s->registered && pthread_equal(s->owner, pthread_self())) {
         io_uring_unregister_ring_fd(&s->ring);
     }
     /* Closing the ring cancels every request still in flight. */
     io_uring_queue_exit(&s->ring);
+    free(s->done);
     free(s->fds);
     free(s->dirty);
     free(s->fired);
@@ -239,15 +293,37 @@ static void flush_changes(aiol_loop *loop, uring_state *s)
     s->ndirty = s->nfired = 0;
 }
 
-/* Under loop->lock.  Handles one completion; returns 1 if it queued a handler. */
-static int reap_one(aiol_loop *loop, uring_state *s, uint64_t ud, int res,
-                    aiol__ready_list *ready)
+/* Queues a request's completion for dispatch; the last one ends it. */
+static void queue_done(uring_state *s, aiol_uring_req *req, int res,
+                       uint32_t flags)
 {
-    int fd = (int)((ud >> 2) & 0x7fffffffu);
+    if (!(flags & IORING_CQE_F_MORE)) {
+        AIOL_LIST_REMOVE(req, link);
+    }
+    /*
+     * Growing can only fail with ENOMEM; the completion would be lost and
+     * its owner would wait forever, so that is fatal.
+     */
+    aiol__check(aiol__reserve(&s->done, &s->done_cap, s->ndone + 1,
+                              sizeof(*s->done)) == 0,
+                "out of memory queueing an io_uring completion");
+    s->done[s->ndone++] = (uring_done){ req, res, flags };
+}
+
+/* Under loop->lock.  Handles one completion; returns 1 if it queued a handler. */
+static int reap_one(aiol_loop *loop, uring_state *s,
+                    const struct io_uring_cqe *cqe, aiol__ready_list *ready)
+{
+    uint64_t ud = cqe->user_data;
+    int fd = (int)((ud >> 2) & 0x7fffffffu), res = cqe->res;
     uint32_t gen = (uint32_t)(ud >> 33);
     aiol__handler *node;
     uring_fd *st;
 
+    if ((ud & 3) == TAG_SQE) {
+        queue_done(s, (aiol_uring_req *)(uintptr_t)ud, res, cqe->flags);
+        return 0;
+    }
     if ((ud & 3) != TAG_POLL || (size_t)fd >= s->nfds) {
         return 0;
     }
@@ -256,7 +332,7 @@ static int reap_one(aiol_loop *loop, uring_state *s, uint64_t ud, int res,
         return 0; /* a cancelled generation */
     }
     st->armed = 0;
-    if (res < 0) {
+    if (res < 0 && res != -ECANCELED) {
         /*
          * -EBADF: the fd was closed before it was armed.  Like epoll, stop
          * watching it (no re-arm, no callback) until its handler changes.
@@ -266,6 +342,14 @@ static int reap_one(aiol_loop *loop, uring_state *s, uint64_t ud, int res,
     if (!st->fired) {
         /* re-armed by the next flush */
         st->fired = list_push(&s->fired, &s->nfired, &s->fired_cap, fd) == 0;
+    }
+    if (res < 0) {
+        /*
+         * -ECANCELED of the current generation: not our cancel (those bump
+         * the generation) but the kernel's, when the thread that armed the
+         * poll exited.  Re-arm, with no callback.
+         */
+        return 0;
     }
     node = aiol__handler_lookup(loop, fd);
     if (node == NULL || node->events == 0) {
@@ -284,21 +368,68 @@ static int reap(aiol_loop *loop, uring_state *s, aiol__ready_list *ready)
     int queued = 0;
 
     io_uring_for_each_cqe(&s->ring, head, cqe) {
-        queued += reap_one(loop, s, cqe->user_data, cqe->res, ready);
+        queued += reap_one(loop, s, cqe, ready);
         seen++;
     }
     io_uring_cq_advance(&s->ring, seen);
     return seen ? queued : -1;
 }
 
-/* Registers the ring fd for the calling thread, once per polling thread. */
-static void register_for_thread(uring_state *s)
+/* Handlers' polls and the bound ring stay behind: re-arm all on a new,
+ * shared ring.  Polling thread. */
+static void ring_rebuild_shared(aiol_loop *loop, uring_state *s)
 {
-    if (s->reg_valid && pthread_equal(s->reg_thread, pthread_self())) {
+    struct io_uring fresh;
+
+    aiol__check(s->npending == 0,
+                "io_uring requests are in flight on a ring bound to another "
+                "thread: complete them there before another thread polls, "
+                "frees or embeds the loop");
+    aiol__check(ring_create(s, &fresh, true) == 0,
+                "cannot create a shared io_uring ring for a new thread");
+    io_uring_queue_exit(&s->ring); /* cancels the old ring's polls */
+    s->ring = fresh;
+    pthread_mutex_lock(&loop->lock);
+    for (size_t fd = 0; fd < s->nfds; fd++) {
+        uring_fd *st = &s->fds[fd];
+
+        if (st->armed != 0) {
+            st->armed = 0;
+            st->gen++;
+            if (!st->dirty) {
+                st->dirty = list_push(&s->dirty, &s->ndirty, &s->dirty_cap,
+                                      (int)fd) == 0;
+            }
+        }
+    }
+    pthread_mutex_unlock(&loop->lock);
+}
+
+/*
+ * Polling thread, before anything that may enter the kernel: enables a
+ * bound ring for its first polling thread, or rebuilds it shared when a
+ * different thread shows up.
+ */
+static void ring_bind(aiol_loop *loop, uring_state *s)
+{
+    pthread_t self = pthread_self();
+
+    if (s->shared || (s->bound && pthread_equal(s->owner, self))) {
         return;
     }
-    s->reg_thread = pthread_self();
-    s->reg_valid = io_uring_register_ring_fd(&s->ring) == 1;
+    if (s->bound) {
+        ring_rebuild_shared(loop, s);
+        return;
+    }
+    /* io_uring_enable_rings() is declared but not exported by liburing 2.3. */
+    aiol__check(io_uring_register((unsigned)s->ring.ring_fd,
+                                  IORING_REGISTER_ENABLE_RINGS, NULL, 0) == 0,
+                "cannot enable the io_uring ring");
+    s->owner = self;
+    s->bound = true;
+    if (loop->single_thread) {
+        s->registered = io_uring_register_ring_fd(&s->ring) == 1;
+    }
 }
 
 static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
@@ -307,7 +438,7 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
     uring_state *s = loop->mon_state;
     int queued = 0, ret;
 
-    register_for_thread(s);
+    ring_bind(loop, s);
     for (;;) {
         struct io_uring_cqe *cqe;
         struct __kernel_timespec kts;
@@ -352,7 +483,8 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
          * that carried nothing (cancels, stale generations) and EINTR do
          * not end a blocking wait early.
          */
-        if (queued > 0 || deadline_ns == 0 || ret == -ETIME ||
+        if (queued > 0 || s->done_head < s->ndone || deadline_ns == 0 ||
+            ret == -ETIME ||
             (deadline_ns != AIOL_DEADLINE_NONE &&
              aiol_clock_now_ns() >= deadline_ns)) {
             return queued;
@@ -360,23 +492,149 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
     }
 }
 
+/* Runs queued request completions, oldest first.  Polling thread. */
+static bool uring_dispatch(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+    bool progress = false;
+
+    while (s->done_head < s->ndone) {
+        uring_done d = s->done[s->done_head++]; /* copy: a nested poll may
+                                                   grow the array */
+        if (!(d.flags & IORING_CQE_F_MORE)) {
+            s->npending--;
+        }
+        d.req->done(d.req->opaque, d.res, d.flags);
+        if (!(d.flags & IORING_CQE_F_MORE)) {
+            free(d.req);
+        }
+        progress = true;
+    }
+    s->done_head = s->ndone = 0;
+    return progress;
+}
+
+int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
+                       aiol_cqe_fn *done, void *opaque, aiol_uring_req **out)
+{
+    uring_state *s = loop->mon_state;
+    aiol_uring_req *req = malloc(sizeof(*req));
+    struct io_uring_sqe *sqe;
+
+    if (req == NULL) {
+        return -ENOMEM;
+    }
+    ring_bind(loop, s); /* get_sqe() may have to submit */
+    req->loop = loop;
+    req->done = done;
+    req->opaque = opaque;
+    sqe = get_sqe(s);
+    prep(sqe, opaque);
+    io_uring_sqe_set_data(sqe, req);
+    AIOL_LIST_INSERT_HEAD(&s->inflight, req, link);
+    s->npending++;
+    if (out != NULL) {
+        *out = req;
+    }
+    return 0;
+}
+
+int aiol__uring_cancel(aiol_uring_req *req)
+{
+    uring_state *s = req->loop->mon_state;
+    struct io_uring_sqe *sqe;
+
+    ring_bind(req->loop, s);
+    sqe = get_sqe(s);
+
+    io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)req, 0);
+    io_uring_sqe_set_data64(sqe, UD_IGNORE);
+    return 0;
+}
+
+unsigned aiol__uring_pending(aiol_loop *loop)
+{
+    return ((uring_state *)loop->mon_state)->npending;
+}
+
+/*
+ * Loop teardown, before anything else goes: cancels every request in
+ * flight, waits until the kernel is done with each, and runs their
+ * callbacks, so no buffer is written after the loop is gone.
+ */
+static void uring_quiesce(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+    aiol_uring_req *req;
+
+    if (s->npending == 0) {
+        return;
+    }
+    ring_bind(loop, s);
+    AIOL_LIST_FOREACH(req, &s->inflight, link) {
+        aiol__uring_cancel(req);
+    }
+    while (!AIOL_LIST_EMPTY(&s->inflight)) {
+        aiol__ready_list unused = AIOL_LIST_HEAD_INITIALIZER;
+        int ret = io_uring_submit_and_wait(&s->ring, 1);
+
+        if (ret < 0 && ret != -EINTR && ret != -EBUSY && ret != -EAGAIN) {
+            break; /* the ring is unusable: closing it cancels the rest */
+        }
+        pthread_mutex_lock(&loop->lock);
+        (void)reap(loop, s, &unused);
+        pthread_mutex_unlock(&loop->lock);
+        while (!AIOL_LIST_EMPTY(&unused)) {
+            aiol__handler *node = AIOL_LIST_FIRST(&unused);
+            AIOL_LIST_REMOVE(node, node_ready);
+        }
+    }
+    uring_dispatch(loop);
+}
+
+int aiol__uring_flush(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+
+    if (io_uring_sq_ready(&s->ring) == 0) {
+        return 0;
+    }
+    ring_bind(loop, s);
+    loop->stats.monitor_waits++;
+    return io_uring_submit(&s->ring);
+}
+
 static void uring_flush(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
 
-    register_for_thread(s);
+    ring_bind(loop, s);
     pthread_mutex_lock(&loop->lock);
     flush_changes(loop, s);
     pthread_mutex_unlock(&loop->lock);
-    if (io_uring_sq_ready(&s->ring) > 0) {
-        loop->stats.monitor_waits++;
-        io_uring_submit(&s->ring);
-    }
+    (void)aiol__uring_flush(loop);
 }
 
+static bool uring_pending(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+
+    return s->done_head < s->ndone;
+}
+
+/*
+ * A host loop sleeps in poll(2) on the ring fd, but a bound ring posts
+ * completions only when its owner asks for events, so nothing would wake
+ * the host.  Embedding therefore switches the loop to a shared ring.
+ */
 static int uring_get_fd(aiol_loop *loop)
 {
-    return ((uring_state *)loop->mon_state)->ring.ring_fd;
+    uring_state *s = loop->mon_state;
+
+    if (!s->shared) {
+        ring_rebuild_shared(loop, s);
+    }
+    return s->ring.ring_fd;
 }
 
 const aiol__fdmon_ops aiol__fdmon_io_uring = {
@@ -387,5 +645,8 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .wait = uring_wait,
     .get_fd = uring_get_fd,
     .flush = uring_flush,
+    .dispatch = uring_dispatch,
+    .pending = uring_pending,
+    .quiesce = uring_quiesce,
     .update_needs_notify = true, /* changes reach the ring in wait() */
 };

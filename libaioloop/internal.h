@@ -16,6 +16,7 @@
 #include "aioloop/bh.h"
 #include "aioloop/embed.h"
 #include "aioloop/timer.h"
+#include "aioloop/uring.h"
 
 /* Misuse check that survives NDEBUG: prints "aioloop: <func>: <msg>" and aborts. */
 #define aiol__check(cond, msg)                                               \
@@ -117,6 +118,8 @@ struct aiol__fdmon_ops;
 
 struct aiol_loop {
     const struct aiol__fdmon_ops *mon; /* immutable after creation */
+    bool single_thread; /* polled by one thread for life (an iothread's);
+                           set before the first poll */
     void *mon_state;                   /* monitor private, see its file */
 
     /*
@@ -212,6 +215,18 @@ typedef struct aiol__fdmon_ops {
      */
     void (*flush)(aiol_loop *loop);
     /*
+     * Optional.  Runs the monitor's own completions (io_uring requests)
+     * after fd handlers; returns progress.  Polling thread.
+     */
+    bool (*dispatch)(aiol_loop *loop);
+    /* Optional.  True when dispatch() has work queued already.  Polling thread. */
+    bool (*pending)(aiol_loop *loop);
+    /*
+     * Optional.  First step of loop teardown: finishes the monitor's own
+     * outstanding work while the loop is still whole.
+     */
+    void (*quiesce)(aiol_loop *loop);
+    /*
      * True when a registration change made by another thread takes effect
      * only once the polling thread goes round again (it must be notified).
      */
@@ -222,6 +237,13 @@ extern const aiol__fdmon_ops aiol__fdmon_epoll;
 extern const aiol__fdmon_ops aiol__fdmon_poll;
 #ifdef AIOL_HAVE_IO_URING
 extern const aiol__fdmon_ops aiol__fdmon_io_uring;
+
+/* The io_uring monitor's request API, behind aioloop/uring.h. */
+int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
+                       aiol_cqe_fn *done, void *opaque, aiol_uring_req **out);
+int aiol__uring_cancel(aiol_uring_req *req);
+int aiol__uring_flush(aiol_loop *loop);
+unsigned aiol__uring_pending(aiol_loop *loop);
 #endif
 
 /* --------------------------------------------------------- handlers */
@@ -245,6 +267,9 @@ static inline void aiol__ready_add(aiol__ready_list *ready,
     node->revents = revents;
     AIOL_LIST_INSERT_HEAD(ready, node, node_ready);
 }
+
+/* Finishes the monitor's own outstanding work (first step of teardown). */
+void aiol__loop_quiesce(aiol_loop *loop);
 
 /* Frees every handler in the table and on the deleted list (loop teardown). */
 void aiol__handlers_free_all(aiol_loop *loop);

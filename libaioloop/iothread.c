@@ -24,6 +24,11 @@ static void *iothread_run(void *opaque)
     while (!atomic_load_explicit(&t->stopping, memory_order_acquire)) {
         aiol_loop_poll(t->loop, true);
     }
+    /*
+     * Finish the fd monitor's own work (io_uring requests) here: a ring
+     * bound to this thread cannot be driven from the freeing thread.
+     */
+    aiol__loop_quiesce(t->loop);
     return NULL;
 }
 
@@ -42,6 +47,7 @@ int aiol_iothread_new(const char *backend, aiol_iothread **out)
         free(t);
         return ret;
     }
+    t->loop->single_thread = true;
     ret = pthread_create(&t->thread, NULL, iothread_run, t);
     if (ret != 0) {
         aiol_loop_free(t->loop);

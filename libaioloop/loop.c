@@ -61,8 +61,18 @@ bool aiol__deadline_to_timespec(int64_t deadline_ns, struct timespec *ts)
 }
 
 /* Undoes loop_start() whatever stage it reached. */
+void aiol__loop_quiesce(aiol_loop *loop)
+{
+    if (loop->mon->quiesce != NULL) {
+        loop->mon->quiesce(loop);
+    }
+}
+
 static void loop_teardown(aiol_loop *loop, bool mon_started)
 {
+    if (mon_started) {
+        aiol__loop_quiesce(loop);
+    }
     aiol__notify_fini(loop);
     aiol__bh_free_all(loop);
     aiol__handlers_free_all(loop);
@@ -135,9 +145,14 @@ int aiol_loop_new(aiol_loop **out, const char *backend)
         loop_start(out, mon) == 0) {
         return 0;
     }
+    /*
+     * Every failure moves on to the next monitor: io_uring may fail with
+     * ENOSYS, EPERM (seccomp, io_uring_disabled) or ENOMEM (locked memory)
+     * where epoll works.  The last monitor's error is returned.
+     */
     for (size_t i = 0; i < N_MONITORS; i++) {
         ret = loop_start(out, monitors[i]);
-        if (ret == 0 || ret == -ENOMEM || ret == -EMFILE || ret == -ENFILE) {
+        if (ret == 0) {
             break;
         }
     }
@@ -227,6 +242,9 @@ bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
 
     progress = aiol__bh_poll(loop);
     progress |= aiol__dispatch_ready(loop, &ready);
+    if (loop->mon->dispatch != NULL) {
+        progress |= loop->mon->dispatch(loop);
+    }
     progress |= aiol__timers_run(loop);
     progress |= aiol__phases_dispatch(loop);
     aiol__walk_end(loop);

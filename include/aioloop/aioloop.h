@@ -24,5 +24,6 @@
 #include "aioloop/timer.h"
 #include "aioloop/embed.h"
 #include "aioloop/iothread.h"
+#include "aioloop/uring.h"
 
 #endif /* AIOLOOP_AIOLOOP_H */

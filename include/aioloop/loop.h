@@ -45,21 +45,24 @@ typedef struct aiol_loop_stats {
  * Creates a loop.
  *
  * @param out      receives the loop on success; untouched on failure
- * @param backend  fd monitor to use: "epoll", "poll" (or "io_uring" once
- *                 built in).  The named backend is used or the call fails
- *                 with its error (-EINVAL for an unknown name).  NULL picks
- *                 the default: the backend named by the AIOLOOP_BACKEND
- *                 environment variable if it starts, else the first of
- *                 epoll and poll that starts.  aiol_loop_backend() tells
- *                 which one runs.
+ * @param backend  fd monitor to use: "epoll", "io_uring" (when built with
+ *                 liburing) or "poll".  The named backend is used or the
+ *                 call fails with its error (-EINVAL for an unknown or
+ *                 absent one).  NULL picks the default: the backend named
+ *                 by the AIOLOOP_BACKEND environment variable if it starts,
+ *                 else the first of epoll, io_uring and poll that starts.
+ *                 aiol_loop_backend() tells which one runs.
  * @return 0, -EINVAL, -ENOMEM, or the backend's own error (-EMFILE...).
  */
 int aiol_loop_new(aiol_loop **out, const char *backend);
 
 /**
  * Destroys a loop.  Handlers still registered are dropped without their
- * callbacks being called; their fds are not closed.  Must not be called
- * from inside the loop's own poll.  NULL is a no-op.
+ * callbacks being called; their fds are not closed.  io_uring requests
+ * still in flight (aioloop/uring.h) are cancelled first and waited for,
+ * and their completion callbacks run, so the kernel is done with their
+ * buffers when this returns.  Must not be called from inside the loop's
+ * own poll.  NULL is a no-op.
  */
 void aiol_loop_free(aiol_loop *loop);
 

@@ -1,0 +1,88 @@
+/*
+ * aioloop/uring.h - submitting arbitrary io_uring requests on the loop's
+ * own ring (io_uring backend only).
+ *
+ * A storage backend can do its reads, writes and fsyncs on the ring the
+ * loop already waits on: the requests go to the kernel in the same
+ * io_uring_enter as the loop's wait, and their completions are dispatched
+ * by aiol_loop_poll() like any other event, nested polls included.
+ *
+ *   static void prep_read(struct io_uring_sqe *sqe, void *opaque)
+ *   {
+ *       struct my_io *io = opaque;
+ *       io_uring_prep_read(sqe, io->fd, io->buf, io->len, io->off);
+ *   }
+ *   static void read_done(void *opaque, int res, uint32_t flags) { ... }
+ *
+ *   aiol_uring_submit(loop, prep_read, read_done, io, &io->req);
+ *
+ * The prep callback fills the SQE with liburing's io_uring_prep_*()
+ * helpers; it must not set user_data, which belongs to the loop.
+ *
+ * Threads: these calls belong to the loop's polling thread.  The ring is
+ * bound to the first thread that polls the loop; requests must complete
+ * there.  Another thread may poll, free or embed (aiol_loop_get_fd()) the
+ * loop only once no request is in flight (the ring then moves to a shared
+ * mode); otherwise the loop aborts with a message.  An iothread finishes
+ * its requests on its own thread when it stops.
+ */
+#ifndef AIOLOOP_URING_H
+#define AIOLOOP_URING_H
+
+#include <stdint.h>
+
+#include "aioloop/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct io_uring_sqe;
+
+/** An outstanding request.  Opaque; valid until its completion callback ran. */
+typedef struct aiol_uring_req aiol_uring_req;
+
+/** Fills @p sqe for the request (io_uring_prep_read(), ...). */
+typedef void aiol_sqe_prep_fn(struct io_uring_sqe *sqe, void *opaque);
+
+/**
+ * Called once per request, from aiol_loop_poll() on the polling thread,
+ * with the CQE's res (a byte count or a negative errno; -ECANCELED after a
+ * successful cancel) and flags.
+ */
+typedef void aiol_cqe_fn(void *opaque, int res, uint32_t flags);
+
+/**
+ * Queues a request on the loop's ring.  It is handed to the kernel by the
+ * loop's next wait (or by aiol_uring_flush()); @p done runs exactly once,
+ * from a later poll.
+ *
+ * @param out  receives a handle for aiol_uring_cancel(); may be NULL
+ * @return 0, -ENOTSUP when the loop does not run on io_uring, -ENOMEM.
+ */
+int aiol_uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
+                      aiol_cqe_fn *done, void *opaque, aiol_uring_req **out);
+
+/**
+ * Asks the kernel to cancel @p req.  Its completion callback still runs
+ * exactly once: with -ECANCELED if the cancel won, or with the request's
+ * own result if it finished first.  Buffers the request uses must stay
+ * valid until then.
+ * @return 0 or -ENOMEM.
+ */
+int aiol_uring_cancel(aiol_uring_req *req);
+
+/**
+ * Hands queued requests to the kernel now instead of at the next wait.
+ * @return the number submitted, or a negative errno.
+ */
+int aiol_uring_flush(aiol_loop *loop);
+
+/** Number of requests submitted whose completion callback has not run. */
+unsigned aiol_uring_pending(aiol_loop *loop);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_URING_H */

@@ -1,0 +1,584 @@
+/*
+ * test_uring.c - the io_uring monitor and its request API (aioloop/uring.h).
+ *
+ * Runs once, not per backend: every test asks for "io_uring" by name (and
+ * one also for "epoll" and "poll").  When the machine cannot start an
+ * io_uring loop the program exits 77 before any test runs.
+ *
+ * Requests are recorded in a struct treq (tureq.h).  A watchdog timer turns a
+ * blocking poll that should have returned but hangs into a failure; no
+ * test looks at a clock otherwise.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "aioloop/aioloop.h"
+#include "aioloop/uring.h"
+#include "testutil.h"
+#include "th.h"
+#include "tuplus.h"
+#include "tureq.h"
+
+#define WATCHDOG_NS TUREQ_WATCHDOG_NS
+
+/* --------------------------------------------- read, write + fsync chain */
+
+static void then_fsync(treq *w)
+{
+    treq *fs = w->peer;
+
+    treq_init(fs, w->loop, OP_FSYNC, w->fd, NULL, 0, 0);
+    submit(fs);
+    assert_true(aiol_uring_pending(w->loop) >= 1);
+}
+
+static void test_read_write_fsync(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    char path[] = "/tmp/aiol-uring-XXXXXX";
+    static char content[4096], buf[4096], wbuf[512], check[512];
+    treq rd, wr, fs, many[8];
+    tu_watchdog wd;
+    int fd = mkstemp(path);
+
+    (void)state;
+    assert_true(fd >= 0);
+    unlink(path);
+    for (size_t i = 0; i < sizeof(content); i++) {
+        content[i] = (char)('a' + i % 23);
+    }
+    assert_int_equal(pwrite(fd, content, sizeof(content), 0), sizeof(content));
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    assert_int_equal(aiol_uring_pending(loop), 0);
+
+    /* a read */
+    treq_init(&rd, loop, OP_READ, fd, buf, sizeof(buf), 0);
+    submit(&rd);
+    assert_int_equal(aiol_uring_pending(loop), 1);
+    poll_until(loop, &rd.ndone, 1, &wd);
+    assert_int_equal(rd.res, (int)sizeof(content));
+    assert_memory_equal(buf, content, sizeof(content));
+    assert_int_equal(aiol_uring_pending(loop), 0);
+
+    /* a write, then an fsync submitted from the write's done callback */
+    memset(wbuf, 'W', sizeof(wbuf));
+    treq_init(&wr, loop, OP_WRITE, fd, wbuf, sizeof(wbuf), 8192);
+    memset(&fs, 0, sizeof(fs));
+    wr.then = then_fsync;
+    wr.peer = &fs;
+    submit(&wr);
+    assert_int_equal(aiol_uring_pending(loop), 1);
+    poll_until(loop, &fs.ndone, 1, &wd);
+    assert_int_equal(wr.ndone, 1);
+    assert_int_equal(wr.res, (int)sizeof(wbuf));
+    assert_int_equal(fs.res, 0);
+    assert_true(fs.seq > wr.seq);
+    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(pread(fd, check, sizeof(check), 8192), sizeof(check));
+    assert_memory_equal(check, wbuf, sizeof(wbuf));
+
+    /* several at once: pending counts them all, each completes once */
+    for (int i = 0; i < 8; i++) {
+        treq_init(&many[i], loop, OP_READ, fd, buf + i * 512, 512,
+                  (uint64_t)i * 512);
+        submit(&many[i]);
+        assert_int_equal(aiol_uring_pending(loop), (unsigned)i + 1);
+    }
+    for (int i = 0; i < 8; i++) {
+        poll_until(loop, &many[i].ndone, 1, &wd);
+    }
+    assert_int_equal(aiol_uring_pending(loop), 0);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(many[i].res, 512);
+    }
+    assert_memory_equal(buf, content, sizeof(content));
+
+    /* nothing runs twice */
+    poll_idle(loop, 3);
+    assert_int_equal(rd.ndone + wr.ndone + fs.ndone, 3);
+    for (int i = 0; i < 8; i++) {
+        assert_int_equal(many[i].ndone, 1);
+        assert_int_equal(many[i].preps, 1);
+    }
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    aiol_loop_free(loop);
+    close(fd);
+}
+
+/* --------------------------------------------------------------- cancel */
+
+static void then_cancel_peer(treq *r)
+{
+    assert_int_equal(aiol_uring_cancel(r->peer->h), 0);
+}
+
+static void test_cancel(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    char buf[16], got;
+    treq r, a, b;
+    tu_watchdog wd;
+    int p[2];
+
+    (void)state;
+    blocking_pipe(p);
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+
+    /* cancel a read the kernel already holds */
+    treq_init(&r, loop, OP_READ, p[0], buf, sizeof(buf), 0);
+    submit(&r);
+    assert_true(aiol_uring_flush(loop) >= 1);
+    assert_false(aiol_loop_poll(loop, false));
+    assert_int_equal(r.ndone, 0);
+    assert_int_equal(aiol_uring_pending(loop), 1);
+    assert_int_equal(aiol_uring_cancel(r.h), 0);
+    poll_until(loop, &r.ndone, 1, &wd);
+    assert_int_equal(r.res, -ECANCELED);
+    assert_int_equal(aiol_uring_pending(loop), 0);
+    /* the cancelled read consumes nothing and never completes again */
+    tu_pipe_signal(p[1]);
+    poll_idle(loop, 3);
+    assert_int_equal(r.ndone, 1);
+    assert_true(readable(p[0], 0));
+    assert_int_equal(read(p[0], &got, 1), 1);
+
+    /* cancel a request that is still only queued on our side */
+    treq_init(&r, loop, OP_READ, p[0], buf, sizeof(buf), 0);
+    submit(&r);
+    assert_int_equal(aiol_uring_cancel(r.h), 0);
+    poll_until(loop, &r.ndone, 1, &wd);
+    assert_int_equal(r.res, -ECANCELED);
+    tu_pipe_signal(p[1]);
+    poll_idle(loop, 3);
+    assert_int_equal(r.ndone, 1);
+    assert_int_equal(read(p[0], &got, 1), 1);
+
+    /*
+     * Cancel a request that has finished but whose callback has not run
+     * yet: it still runs exactly once, with its own result.
+     */
+    treq_init(&a, loop, OP_NOP, -1, NULL, 0, 0);
+    treq_init(&b, loop, OP_NOP, -1, NULL, 0, 0);
+    a.then = then_cancel_peer;
+    a.peer = &b;
+    submit(&a);
+    submit(&b);
+    poll_until(loop, &b.ndone, 1, &wd);
+    assert_int_equal(a.ndone, 1);
+    assert_int_equal(a.res, 0);
+    assert_true(b.res == 0 || b.res == -ECANCELED);
+    poll_idle(loop, 3);
+    assert_int_equal(a.ndone + b.ndone, 2);
+    assert_int_equal(aiol_uring_pending(loop), 0);
+
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    aiol_loop_free(loop);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* -------------------------------------------------------- nested polls */
+
+typedef struct nest_ctx {
+    th h;
+    treq req;
+    tu_watchdog *wd;
+} nest_ctx;
+
+/* fd read callback: submits a request and polls until it completed */
+static void cb_read_submit_nested(void *opaque)
+{
+    nest_ctx *c = opaque;
+
+    th_note(&c->h);
+    c->h.reads++;
+    tu_eventfd_drain(c->h.fd);
+    treq_init(&c->req, c->h.loop, OP_NOP, -1, NULL, 0, 0);
+    submit(&c->req);
+    g_depth++;
+    poll_until(c->h.loop, &c->req.ndone, 1, c->wd);
+    g_depth--;
+    c->h.nested_done = true;
+}
+
+/* done callback: submits its peer and polls until the peer completed */
+static void then_submit_peer_nested(treq *r)
+{
+    submit(r->peer);
+    g_depth++;
+    poll_until(r->loop, &r->peer->ndone, 1, r->wd);
+    g_depth--;
+}
+
+/* done callback: polls until the already-submitted peer completed */
+static void then_wait_peer_nested(treq *r)
+{
+    g_depth++;
+    poll_until(r->loop, &r->peer->ndone, 1, r->wd);
+    g_depth--;
+}
+
+static void test_nested(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    nest_ctx c;
+    treq a, b, q[4];
+    tu_watchdog wd;
+
+    (void)state;
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+
+    /* submitted and completed from inside an fd handler's nested poll */
+    th_add(&c.h, loop, tu_eventfd(), cb_read_submit_nested, NULL);
+    c.wd = &wd;
+    tu_eventfd_signal(c.h.fd);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(c.h.reads, 1);
+    assert_true(c.h.nested_done);
+    assert_int_equal(c.req.ndone, 1);
+    assert_int_equal(c.req.depth, 1);
+    assert_int_equal(c.req.res, 0);
+    poll_idle(loop, 2);
+    assert_int_equal(c.h.reads, 1);
+    assert_int_equal(c.req.ndone, 1);
+    th_remove(&c.h);
+    close(c.h.fd);
+
+    /* a done callback submits another request and polls until it is done */
+    treq_init(&a, loop, OP_NOP, -1, NULL, 0, 0);
+    a.then = then_submit_peer_nested;
+    a.peer = &b;
+    a.wd = &wd;
+    treq_init(&b, loop, OP_NOP, -1, NULL, 0, 0);
+    submit(&a);
+    poll_until(loop, &a.ndone, 1, &wd);
+    assert_int_equal(b.ndone, 1);
+    assert_int_equal(b.depth, 1);
+    assert_true(b.seq > a.seq);
+    poll_idle(loop, 2);
+    assert_int_equal(a.ndone + b.ndone, 2);
+    assert_int_equal(aiol_uring_pending(loop), 0);
+
+    /*
+     * Queue continuation: all four complete in the same wait (NOPs
+     * complete at submission).  The first one's done callback polls until
+     * the last one ran: the nested poll must continue the queue of
+     * completions already collected, without blocking for new ones, and
+     * nothing may run twice.
+     */
+    for (int i = 0; i < 4; i++) {
+        treq_init(&q[i], loop, OP_NOP, -1, NULL, 0, 0);
+        q[i].wd = &wd;
+    }
+    q[0].then = then_wait_peer_nested;
+    q[0].peer = &q[3];
+    for (int i = 0; i < 4; i++) {
+        submit(&q[i]);
+    }
+    poll_until(loop, &q[0].ndone, 1, &wd);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(q[i].ndone, 1);
+        assert_int_equal(q[i].res, 0);
+    }
+    assert_int_equal(q[0].depth, 0);
+    assert_int_equal(q[3].depth, 1);
+    assert_true(q[3].seq > q[0].seq);
+    poll_idle(loop, 2);
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(q[i].ndone, 1);
+    }
+    assert_int_equal(aiol_uring_pending(loop), 0);
+
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(c.h.after_remove, 0);
+    aiol_loop_free(loop);
+}
+
+/* ------------------------------------------ free with requests in flight */
+
+static void test_free_in_flight(void **state)
+{
+    enum { N = 3 };
+    aiol_loop *loop = uring_loop_new();
+    int p[N][2];
+    char buf[N][8], got;
+    treq r[N], nop;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        blocking_pipe(p[i]);
+        treq_init(&r[i], loop, OP_READ, p[i][0], buf[i], sizeof(buf[i]), 0);
+        submit(&r[i]);
+        if (i == 0) {
+            /* the first one reaches the kernel; the others stay queued */
+            assert_false(aiol_loop_poll(loop, false));
+        }
+    }
+    treq_init(&nop, loop, OP_NOP, -1, NULL, 0, 0);
+    submit(&nop);
+    assert_int_equal(aiol_uring_pending(loop), N + 1);
+
+    g_in_free = true;
+    aiol_loop_free(loop);
+    g_in_free = false;
+
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(r[i].ndone, 1);
+        assert_int_equal(r[i].res, -ECANCELED);
+        assert_true(r[i].in_free);
+        /* no read is left in the kernel to eat the data */
+        tu_pipe_signal(p[i][1]);
+        assert_true(readable(p[i][0], 0));
+        assert_int_equal(read(p[i][0], &got, 1), 1);
+        close(p[i][0]);
+        close(p[i][1]);
+    }
+    assert_int_equal(nop.ndone, 1);
+    assert_true(nop.in_free);
+    assert_true(nop.res == 0 || nop.res == -ECANCELED);
+}
+
+/* ------------------------------------------------- other backends refuse */
+
+static void test_not_uring(void **state)
+{
+    static const char *const names[] = { "epoll", "poll" };
+
+    (void)state;
+    for (size_t i = 0; i < 2; i++) {
+        aiol_loop *loop = NULL;
+        aiol_uring_req *h = NULL;
+        treq r;
+
+        assert_int_equal(aiol_loop_new(&loop, names[i]), 0);
+        treq_init(&r, loop, OP_NOP, -1, NULL, 0, 0);
+        assert_int_equal(aiol_uring_submit(loop, treq_prep, treq_done, &r, &h),
+                         -ENOTSUP);
+        assert_null(h);
+        assert_int_equal(aiol_uring_flush(loop), -ENOTSUP);
+        assert_int_equal(aiol_uring_pending(loop), 0);
+        assert_false(aiol_loop_poll(loop, false));
+        assert_int_equal(r.preps + r.ndone, 0);
+        aiol_loop_free(loop);
+        assert_int_equal(r.ndone, 0);
+    }
+}
+
+/* ---------------------------------------------------------------- flush */
+
+static void test_flush(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    static char msg[] = "hello";
+    char got[sizeof(msg)];
+    tu_watchdog wd;
+    treq w;
+    int p[2];
+
+    (void)state;
+    blocking_pipe(p);
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    assert_int_equal(aiol_uring_flush(loop), 0);  /* nothing queued */
+
+    treq_init(&w, loop, OP_WRITE, p[1], msg, sizeof(msg), 0);
+    submit(&w);
+    /* queued on our side only: the kernel has not seen it */
+    assert_false(readable(p[0], 0));
+    assert_true(aiol_uring_flush(loop) >= 1);
+    /* now it has, though the loop was never polled */
+    assert_true(readable(p[0], 5000));
+    assert_int_equal(w.ndone, 0);
+    assert_int_equal(aiol_uring_pending(loop), 1);
+    assert_int_equal(aiol_uring_flush(loop), 0);  /* nothing left */
+
+    poll_until(loop, &w.ndone, 1, &wd);
+    assert_int_equal(w.res, (int)sizeof(msg));
+    assert_int_equal(read(p[0], got, sizeof(got)), sizeof(got));
+    assert_memory_equal(got, msg, sizeof(msg));
+    assert_int_equal(aiol_uring_pending(loop), 0);
+
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    aiol_loop_free(loop);
+    close(p[0]);
+    close(p[1]);
+}
+
+/* ------------------------------------ remove with a poll still in flight */
+
+static void cb_read_drain(void *opaque)
+{
+    th *h = opaque;
+
+    cb_read(h);
+    tu_eventfd_drain(h->fd);
+}
+
+static void test_remove_in_flight(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    tu_watchdog wd;
+    th a, b;
+    int fd = tu_eventfd(), fd2;
+
+    (void)state;
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    th_add(&a, loop, fd, cb_read, NULL);
+    assert_false(aiol_loop_poll(loop, false));  /* POLL_ADD now in flight */
+    th_remove(&a);
+    tu_eventfd_signal(fd);
+    poll_idle(loop, 4);
+    assert_int_equal(a.reads, 0);
+
+    close(fd);
+    fd2 = tu_eventfd();
+    th_add(&b, loop, fd2, cb_read_drain, NULL);
+    poll_idle(loop, 2);                         /* not signalled yet */
+    tu_eventfd_signal(fd2);
+    poll_until(loop, &b.reads, 1, &wd);
+    poll_idle(loop, 2);                         /* drained */
+    assert_int_equal(b.reads, 1);
+    assert_int_equal(a.after_remove + b.after_remove, 0);
+    th_remove(&b);
+    close(fd2);
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    aiol_loop_free(loop);
+}
+
+/*
+ * The same, 1000 times, in three flavours: re-add on the same fd with
+ * other events; close, reopen (same number, most likely) and re-add after
+ * the loop saw the removal; and the same without any poll in between, so
+ * the stale poll of the old file and the new registration meet in one
+ * wait.  A callback after removal, or a read callback for a new eventfd
+ * that was never signalled, is a stale completion delivered.
+ */
+static void test_remove_in_flight_repeated(void **state)
+{
+    enum { REPS = 1000 };
+    aiol_loop *loop = uring_loop_new();
+    th *hs = calloc(2 * REPS, sizeof(*hs));
+    tu_watchdog wd;
+    int after = 0;
+
+    (void)state;
+    assert_non_null(hs);
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS * 3);
+    for (int i = 0; i < REPS; i++) {
+        th *a = &hs[2 * i], *b = &hs[2 * i + 1];
+        int fd = tu_eventfd(), flavour = i % 3;
+
+        th_add(a, loop, fd, (i & 4) ? NULL : cb_read, (i & 4) ? cb_write : NULL);
+        if (i & 4) {
+            /* always writable: the first poll runs the write callback */
+            assert_true(aiol_loop_poll(loop, false));
+            assert_int_equal(a->writes, 1);
+        } else {
+            assert_false(aiol_loop_poll(loop, false));
+        }
+        th_remove(a);
+        tu_eventfd_signal(fd);
+        if (flavour != 2) {
+            assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() +
+                                                           TU_MS(1)));
+            assert_false(aiol_loop_poll(loop, false));
+        }
+        if (flavour == 0) {
+            /* same file, other events */
+            th_add(b, loop, fd, (i & 4) ? cb_read_drain : NULL,
+                   (i & 4) ? NULL : cb_write);
+            if (i & 4) {
+                poll_until(loop, &b->reads, 1, &wd);
+            } else {
+                poll_until(loop, &b->writes, 1, &wd);
+            }
+        } else {
+            close(fd);
+            fd = tu_eventfd();
+            th_add(b, loop, fd, cb_read_drain, NULL);
+            assert_false(aiol_loop_poll(loop, false));
+            assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() +
+                                                           TU_MS(1)));
+            assert_int_equal(b->reads, 0);
+            tu_eventfd_signal(fd);
+            poll_until(loop, &b->reads, 1, &wd);
+        }
+        th_remove(b);
+        close(fd);
+        assert_int_equal(a->after_remove + b->after_remove, 0);
+        assert_int_equal(a->reads, 0);
+    }
+    poll_idle(loop, 2);
+    for (int i = 0; i < 2 * REPS; i++) {
+        after += hs[i].after_remove;
+    }
+    assert_int_equal(after, 0);
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    aiol_loop_free(loop);
+    free(hs);
+}
+
+/* ------------------------------------------------------ level-triggered */
+
+static void test_level_triggered(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    tu_watchdog wd;
+    th r, w;
+    int efd = tu_eventfd(), p[2];
+
+    (void)state;
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    th_add(&r, loop, efd, cb_read, NULL);      /* never drains */
+    tu_eventfd_signal(efd);
+    for (int i = 1; i <= 5; i++) {
+        assert_true(aiol_loop_poll(loop, true));
+        assert_int_equal(r.reads, i);
+    }
+    th_remove(&r);
+
+    tu_pipe(p);
+    th_add(&w, loop, p[1], NULL, cb_write);    /* empty pipe: writable */
+    for (int i = 1; i <= 5; i++) {
+        assert_true(aiol_loop_poll(loop, true));
+        assert_int_equal(w.writes, i);
+    }
+    th_remove(&w);
+    poll_idle(loop, 2);
+    assert_int_equal(r.after_remove + w.after_remove, 0);
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    aiol_loop_free(loop);
+    close(efd);
+    close(p[0]);
+    close(p[1]);
+}
+
+#define T(f) cmocka_unit_test_setup(f, treq_setup)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_read_write_fsync),
+        T(test_cancel),
+        T(test_nested),
+        T(test_free_in_flight),
+        T(test_not_uring),
+        T(test_flush),
+        T(test_remove_in_flight),
+        T(test_remove_in_flight_repeated),
+        T(test_level_triggered),
+    };
+    return TREQ_RUN_GROUP("uring", tests);
+}
