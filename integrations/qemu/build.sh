@@ -1,0 +1,274 @@
+#!/usr/bin/env bash
+# build.sh [--stock|--fork|--both] [--tests-only|--all] [WORKDIR]
+#
+# Builds Debian's QEMU 7.2 source twice from one unpacked tree:
+#   --stock  WORKDIR/stock-src -> WORKDIR/stock-build   (no series)
+#   --fork   WORKDIR/fork-src  -> WORKDIR/fork-build    (patches/series applied,
+#            linked against libaioloop from this tree)
+#   --both   both of them (the default)
+# What is built:
+#   --tests-only  what `meson test --suite unit` needs, and nothing else (default)
+#   --all         that, plus qemu-system-x86_64, qemu-img and qemu-io
+# WORKDIR defaults to <repo>/build-qemu (git-ignored by /build-*/).
+#
+# Steps: install missing Debian build dependencies (as root), fetch and
+# unpack the source (fetch-source.sh), copy it per variant, apply the series
+# (fork), configure once, build incrementally.  A second run reuses the
+# unpacked, patched and configured trees and only runs ninja.  Run the tests
+# with run-tests.sh.
+#
+# Environment: JOBS (ninja -j, default: nproc), NICE (default 10).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+variants=()
+what=tests
+work=
+for arg in "$@"; do
+    case $arg in
+        --stock) variants+=(stock) ;;
+        --fork) variants+=(fork) ;;
+        --both) variants+=(stock fork) ;;
+        --tests-only) what=tests ;;
+        --all) what=all ;;
+        -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+        -*) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
+        *) [ -z "$work" ] || { echo "build.sh: one WORKDIR only" >&2; exit 2; }
+           work=$arg ;;
+    esac
+done
+[ ${#variants[@]} -gt 0 ] || variants=(stock fork)
+work=$(realpath -m "${work:-$repo/build-qemu}")
+jobs=${JOBS:-$(nproc)}
+nice_cmd=(nice -n "${NICE:-10}")
+
+# ---------------------------------------------------------------------------
+# 1. Debian build dependencies of this configuration (and of fetch-source.sh).
+# QEMU 7.2's +dfsg tarball has no bundled meson nor dtc, so both come from
+# Debian; x86_64-softmmu needs libfdt (TARGET_NEED_FDT).  7.2 needs no python
+# venv.  flex/bison are only for the bundled dtc, which is not used.
+# The last line is optional for the build but pins the unit-test set: with
+# gnutls+tasn1 the TLS/crypto tests are built, and test-io-channel-command
+# skips itself without socat.
+QEMU_DEB_PKGS="gcc make patch pkg-config python3 meson ninja-build dpkg-dev \
+debian-archive-keyring libglib2.0-dev libpixman-1-dev zlib1g-dev libfdt-dev \
+liburing-dev \
+libgnutls28-dev libtasn1-6-dev socat"
+
+t_start=$(date +%s)
+stamp() { echo "build.sh: [$(( $(date +%s) - t_start ))s] $*"; }
+
+missing=$(for p in $QEMU_DEB_PKGS; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
+done)
+if [ -n "$missing" ]; then
+    missing=$(echo $missing)
+    if [ "$(id -u)" = 0 ]; then
+        stamp "installing $missing"
+        apt-get update -qq
+        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    else
+        echo "build.sh: missing packages; run as root: apt-get install -y $missing" >&2
+        exit 1
+    fi
+fi
+
+# ---------------------------------------------------------------------------
+# 2. Source.
+t0=$(date +%s)
+"$here/fetch-source.sh" "$work"
+stamp "fetch: $(( $(date +%s) - t0 ))s"
+
+configure_flags=(
+    --target-list=x86_64-softmmu
+    --disable-docs --disable-werror --enable-linux-io-uring
+    --disable-install-blobs
+    --disable-gtk --disable-sdl --disable-vnc --disable-spice --disable-opengl
+    --disable-curses --disable-slirp --disable-capstone
+)
+
+# Files a set of patches touches (from their +++ lines, -p1).
+patched_files() {
+    local p
+    for p in "$@"; do
+        sed -n 's|^+++ [^/]*/\([^[:space:]]*\).*|\1|p' "$p"
+    done | sort -u
+}
+
+# The series: patch file names in order, '#' comments and blank lines skipped.
+series_patches() {
+    local f=$here/patches/series line
+    [ -f "$f" ] || return 0
+    while IFS= read -r line || [ -n "$line" ]; do
+        line=${line%%#*}
+        line=$(echo $line)
+        [ -z "$line" ] || echo "$here/patches/$line"
+    done < "$f"
+}
+
+# Copy WORKDIR/src to $1 once (through a temporary name, so an interrupted
+# copy is never taken for a finished one).
+copy_src() {
+    local dst=$1 mode=$2
+    [ -f "$dst/.copied" ] && return 0
+    rm -rf "$dst" "$dst.tmp"
+    stamp "copying src to $dst"
+    cp "$mode" "$work/src" "$dst.tmp"
+    cat "$work/src/.unpacked" > "$dst.tmp/.copied"
+    mv "$dst.tmp" "$dst"
+}
+
+# fork-src: a fresh copy with the series applied.  The applied state is kept
+# in fork-src/.series-applied (a checksum of the series and every patch) and
+# .series-files (what the patches touched).  If either the series or a patch
+# changed since, start again from a fresh copy, and touch every file the old
+# series had touched so ninja rebuilds what reverted to an older mtime.
+prepare_fork_src() {
+    local dst=$work/fork-src patches sum old_files=
+    mapfile -t patches < <(series_patches)
+    sum=$(cat "$here/patches/series" "${patches[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1)
+    if [ -f "$dst/.series-applied" ] && [ "$(cat "$dst/.series-applied")" = "$sum" ]; then
+        echo "build.sh: fork-src: series already applied (${#patches[@]} patches)"
+        return 0
+    fi
+    if [ -d "$dst" ]; then
+        stamp "fork-src: series changed or partly applied; starting from a fresh copy"
+        old_files=$(cat "$dst/.series-files" 2>/dev/null || true)
+        rm -rf "$dst"
+    fi
+    copy_src "$dst" -a
+    local p
+    for p in "${patches[@]}"; do
+        [ -f "$p" ] || { echo "build.sh: series names missing patch $p" >&2; exit 1; }
+        echo "build.sh: applying $(basename "$p")"
+        patch -d "$dst" -p1 --forward --batch --no-backup-if-mismatch -s < "$p"
+    done
+    local f now
+    now=$(date +%s)
+    for f in $old_files; do
+        [ -e "$dst/$f" ] && touch -d "@$now" "$dst/$f"
+    done
+    patched_files "${patches[@]}" > "$dst/.series-files"
+    echo "$sum" > "$dst/.series-applied"
+}
+
+# ---------------------------------------------------------------------------
+# libaioloop hook (fork only).
+# The adapter in patches/ links libaioloop from this tree: its headers are in
+# <repo>/include (#include <aioloop/aioloop.h>) and its static library is
+# <repo>/build/libaioloop.a.  configure hands QEMU's meson the include dir
+# and the library dir; the series' meson.build patch is expected to pick the
+# library up with something like
+#     aioloop = cc.find_library('aioloop', static: true,
+#                               dirs: [get_option('aioloop_libdir')])
+# or through the AIOLOOP_* variables exported below.  Change the flags here,
+# not in the patches, if the way the library is found changes.
+AIOLOOP_INCDIR=$repo/include
+AIOLOOP_LIBDIR=$repo/build
+export AIOLOOP_INCDIR AIOLOOP_LIBDIR
+aioloop_hook() {
+    # Build (or bring up to date) the static library the fork links.
+    if [ ! -f "$AIOLOOP_LIBDIR/build.ninja" ]; then
+        stamp "libaioloop: meson setup $AIOLOOP_LIBDIR"
+        (cd "$repo" && meson setup "$AIOLOOP_LIBDIR" >/dev/null)
+    fi
+    "${nice_cmd[@]}" ninja -C "$AIOLOOP_LIBDIR" libaioloop.a >/dev/null
+    fork_extra_flags=(
+        "--extra-cflags=-I$AIOLOOP_INCDIR"
+        "--extra-ldflags=-L$AIOLOOP_LIBDIR"
+    )
+}
+# ---------------------------------------------------------------------------
+
+# Configure $2 from source $1 with flags "${@:3}", unless it was already
+# configured with exactly these flags.
+configure_tree() {
+    local src=$1 bld=$2; shift 2
+    local want
+    want=$(printf '%s\n' "$src" "$@")
+    if [ -f "$bld/build.ninja" ] && [ -f "$bld/.configured" ] &&
+       [ "$(cat "$bld/.configured")" = "$want" ]; then
+        echo "build.sh: $(basename "$bld"): configured already"
+        return 0
+    fi
+    local t0
+    t0=$(date +%s)
+    mkdir -p "$bld"
+    rm -f "$bld/.configured"
+    stamp "configuring $(basename "$bld")"
+    (cd "$bld" && "${nice_cmd[@]}" "$src/configure" "$@" > configure.log 2>&1) || {
+        tail -n 40 "$bld/configure.log" >&2
+        echo "build.sh: configure failed; see $bld/configure.log" >&2
+        exit 1
+    }
+    printf '%s\n' "$want" > "$bld/.configured"
+    stamp "configure $(basename "$bld"): $(( $(date +%s) - t0 ))s"
+}
+
+# The ninja targets `meson test --suite unit` needs: the unit tests'
+# executables and their declared dependencies (what QEMU's mtest2make
+# puts in .ninja-goals.check-unit).
+unit_targets() {
+    local bld=$1
+    /usr/bin/python3 - "$bld" <<'PY'
+import json, os, subprocess, sys
+bld = sys.argv[1]
+info = os.path.join(bld, 'meson-info')
+tests = json.load(open(os.path.join(info, 'intro-tests.json')))
+targets = json.load(open(os.path.join(info, 'intro-targets.json')))
+by_id = {t['id']: t for t in targets}
+out = set()
+for t in tests:
+    if not any(s.split(':')[-1] == 'unit' for s in t['suite']):
+        continue
+    for dep in t.get('depends', []):
+        tgt = by_id.get(dep)
+        if tgt:
+            for f in tgt['filename']:
+                out.add(os.path.relpath(f, bld))
+    cmd = t['cmd'][0]
+    if os.path.isabs(cmd) and cmd.startswith(os.path.abspath(bld) + os.sep):
+        out.add(os.path.relpath(cmd, bld))
+print('\n'.join(sorted(out)))
+PY
+}
+
+build_variant() {
+    local v=$1 src bld t0
+    src=$work/$v-src
+    bld=$work/$v-build
+    local flags=("${configure_flags[@]}")
+    if [ "$v" = stock ]; then
+        # Nothing writes into stock-src: hard links are enough.
+        copy_src "$src" -al
+    else
+        prepare_fork_src
+        aioloop_hook
+        flags+=("${fork_extra_flags[@]}")
+    fi
+    configure_tree "$src" "$bld" "${flags[@]}"
+
+    # Regenerate build.ninja (and meson-info) first if meson.build files
+    # changed, so the introspection below is current.
+    "${nice_cmd[@]}" ninja -C "$bld" build.ninja >/dev/null
+    local goals
+    mapfile -t goals < <(unit_targets "$bld")
+    [ ${#goals[@]} -gt 0 ] || { echo "build.sh: no unit tests found in $bld" >&2; exit 1; }
+    [ "$what" = all ] && goals+=(qemu-system-x86_64 qemu-img qemu-io)
+
+    t0=$(date +%s)
+    stamp "building $v: ${#goals[@]} ninja targets ($what), -j$jobs"
+    "${nice_cmd[@]}" ninja -C "$bld" -j "$jobs" "${goals[@]}" > "$bld/build-$what.log" 2>&1 || {
+        grep -B2 -A20 -m3 'FAILED\|error:' "$bld/build-$what.log" >&2 || tail -n 40 "$bld/build-$what.log" >&2
+        echo "build.sh: build failed; see $bld/build-$what.log" >&2
+        exit 1
+    }
+    stamp "build $v ($what): $(( $(date +%s) - t0 ))s"
+}
+
+for v in "${variants[@]}"; do
+    build_variant "$v"
+done
+stamp "done"

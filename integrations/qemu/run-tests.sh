@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# run-tests.sh [WORKDIR] [stock|fork] [-- extra meson test args]
+#
+# Runs QEMU's unit tests (`meson test --suite unit`, what `make check-unit`
+# runs) in WORKDIR/<variant>-build, as built by build.sh (it does not
+# rebuild: --no-rebuild).  WORKDIR defaults to <repo>/build-qemu, the
+# variant to fork.  Ends with one summary line:
+#     qemu-<variant>: N passed, N failed, N skipped
+# and exits non-zero if any test failed or timed out.
+#
+# Environment: NUM_PROCESSES (default 2), TIMEOUT_MULTIPLIER (default 4),
+# LOGBASE (meson's --logbase, default unit-<variant>; the per-test results
+# are in <build>/meson-logs/<logbase>.json and .txt).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+
+work= variant=fork extra=()
+while [ $# -gt 0 ]; do
+    case $1 in
+        stock|fork) variant=$1 ;;
+        --) shift; extra=("$@"); break ;;
+        -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+        -*) echo "run-tests.sh: unknown option $1" >&2; exit 2 ;;
+        *) if [ -z "$work" ]; then work=$1; else echo "run-tests.sh: bad argument $1" >&2; exit 2; fi ;;
+    esac
+    shift
+done
+work=$(realpath -m "${work:-$repo/build-qemu}")
+bld=$work/$variant-build
+[ -f "$bld/build.ninja" ] || { echo "run-tests.sh: $bld is not built; run build.sh --$variant first" >&2; exit 1; }
+
+logbase=${LOGBASE:-unit-$variant}
+t0=$(date +%s)
+rc=0
+(cd "$bld" && meson test --no-rebuild --suite unit --print-errorlogs \
+    --num-processes "${NUM_PROCESSES:-2}" \
+    --timeout-multiplier "${TIMEOUT_MULTIPLIER:-4}" \
+    --logbase "$logbase" "${extra[@]}") || rc=$?
+secs=$(( $(date +%s) - t0 ))
+
+# Count from meson's JSON log (one object per test).
+/usr/bin/python3 - "$bld/meson-logs/$logbase.json" "$variant" "$secs" <<'PY' || rc=1
+import json, sys
+path, variant, secs = sys.argv[1], sys.argv[2], sys.argv[3]
+counts = {'passed': 0, 'failed': 0, 'skipped': 0}
+bad = []
+with open(path) as f:
+    for line in f:
+        line = line.strip()
+        if not line:
+            continue
+        t = json.loads(line)
+        r = t.get('result', '')
+        if r in ('OK', 'EXPECTEDFAIL'):
+            counts['passed'] += 1
+        elif r == 'SKIP':
+            counts['skipped'] += 1
+        else:
+            counts['failed'] += 1
+            bad.append(f"{t.get('name')} ({r})")
+if bad:
+    print('failed: ' + ', '.join(bad))
+print(f"(unit tests of qemu {variant} in {secs}s)")
+print(f"qemu-{variant}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+sys.exit(1 if counts['failed'] else 0)
+PY
+exit $rc
