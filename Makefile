@@ -60,9 +60,8 @@ check-tsan: deps
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch $$(uname -m) -R \
 	  $(MESON_TEST) -C $(BUILD_TSAN) --suite unit --suite stress --timeout-multiplier 3
 
-# The main job: the dispatch table, then the workloads against the peers.
+# The main job: every workload, libaioloop backends and peers side by side.
 bench: all
-	$(BUILD)/bench/bench-dispatch $(BENCH_ARGS)
 	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
 
 clean:

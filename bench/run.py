@@ -28,7 +28,8 @@ WORKLOADS = [
     ("timers", 1000000, [("aiol", "epoll"), ("uv", None)]),
     ("idle_poll", 1000, AIOL),
     ("churn", 1000, AIOL + [("aiol", "poll")]),
-] + [("ready1", n, AIOL) for n in (1, 64, 1000, 9900)] \
+] + [("ready1", n, AIOL + ([("aiol", "poll")] if n <= 1000 else []))
+     for n in (1, 64, 1000, 9900)] \
   + [(w, n, AIOL) for w in ("chain_a1", "chain_a100") for n in (100, 1000, 9900)]
 QUICK_SKIP = {("ready1", 9900), ("chain_a1", 9900), ("chain_a100", 9900)}
 QUICK_N = {"wakeup": 5000, "timers": 200000}
