@@ -92,13 +92,9 @@ static unsigned from_epoll(uint32_t ev)
            (ev & (EPOLLHUP | EPOLLRDHUP) ? AIOL__EV_HUP : 0u);
 }
 
-static int epoll_update(aiol_loop *loop, aiol__handler *old,
-                        aiol__handler *new_)
+int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
+                       unsigned nev)
 {
-    epoll_state *s = loop->mon_state;
-    unsigned oev = old ? old->events : 0u;
-    unsigned nev = new_ ? new_->events : 0u;
-    int fd = old ? old->fd : new_->fd;
     struct epoll_event ev = { .events = to_epoll(nev), .data.fd = fd };
     int op;
 
@@ -107,7 +103,7 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     }
     op = oev == 0 ? EPOLL_CTL_ADD : nev == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
     loop->stats.monitor_ctls++;
-    if (epoll_ctl(s->epfd, op, fd, &ev) == 0) {
+    if (epoll_ctl(epfd, op, fd, &ev) == 0) {
         return 0;
     }
     if (op == EPOLL_CTL_DEL && (errno == EBADF || errno == ENOENT)) {
@@ -115,11 +111,21 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     }
     if (op == EPOLL_CTL_MOD && errno == ENOENT) {
         loop->stats.monitor_ctls++;
-        if (epoll_ctl(s->epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
             return 0;
         }
     }
     return -errno;
+}
+
+static int epoll_update(aiol_loop *loop, aiol__handler *old,
+                        aiol__handler *new_)
+{
+    epoll_state *s = loop->mon_state;
+
+    return aiol__epoll_change(loop, s->epfd, old ? old->fd : new_->fd,
+                              old ? old->events : 0u,
+                              new_ ? new_->events : 0u);
 }
 
 static int epoll_wait_once(epoll_state *s, int64_t deadline_ns)

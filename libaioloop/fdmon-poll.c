@@ -27,6 +27,8 @@
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
+#include <unistd.h>
 #include <time.h>
 
 #include "internal.h"
@@ -36,6 +38,7 @@ typedef struct poll_state {
     size_t n, cap;       /* lock */
     struct pollfd *copy; /* polling thread */
     size_t copy_cap;     /* polling thread */
+    int embed_epfd;      /* epoll mirror for a host loop, or -1; lock */
 } poll_state;
 
 static int poll_init(aiol_loop *loop)
@@ -45,6 +48,7 @@ static int poll_init(aiol_loop *loop)
     if (s == NULL) {
         return -ENOMEM;
     }
+    s->embed_epfd = -1;
     loop->mon_state = s;
     return 0;
 }
@@ -53,6 +57,9 @@ static void poll_fini(aiol_loop *loop)
 {
     poll_state *s = loop->mon_state;
 
+    if (s->embed_epfd >= 0) {
+        close(s->embed_epfd);
+    }
     free(s->pfds);
     free(s->copy);
     free(s);
@@ -76,6 +83,16 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
 {
     poll_state *s = loop->mon_state;
     long slot = old ? old->mon_slot : -1;
+
+    if (s->embed_epfd >= 0) {
+        int ret = aiol__epoll_change(loop, s->embed_epfd,
+                                     old ? old->fd : new_->fd,
+                                     old ? old->events : 0u,
+                                     new_ ? new_->events : 0u);
+        if (ret < 0 && ret != -EPERM) {
+            return ret; /* poll watches regular files; epoll cannot */
+        }
+    }
 
     if (new_ != NULL && new_->events != 0) {
         if (slot < 0) {
@@ -165,12 +182,44 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     return queued;
 }
 
+/*
+ * A host loop needs one fd that is readable when any watched fd is: an
+ * epoll instance mirroring the pollfd array, made on first request and
+ * kept in step by poll_update().  Dispatch still goes through ppoll.
+ */
+static int poll_get_fd(aiol_loop *loop)
+{
+    poll_state *s = loop->mon_state;
+    int ret = 0;
+
+    pthread_mutex_lock(&loop->lock);
+    if (s->embed_epfd < 0) {
+        int epfd = epoll_create1(EPOLL_CLOEXEC);
+
+        ret = epfd < 0 ? -errno : 0;
+        for (size_t i = 0; ret == 0 && i < s->n; i++) {
+            aiol__handler *node = loop->table[s->pfds[i].fd < 0
+                                              ? -s->pfds[i].fd - 1
+                                              : s->pfds[i].fd];
+            ret = aiol__epoll_change(loop, epfd, node->fd, 0, node->events);
+            ret = ret == -EPERM ? 0 : ret;
+        }
+        if (ret == 0) {
+            s->embed_epfd = epfd;
+        } else if (epfd >= 0) {
+            close(epfd);
+        }
+    }
+    pthread_mutex_unlock(&loop->lock);
+    return ret < 0 ? ret : s->embed_epfd;
+}
+
 const aiol__fdmon_ops aiol__fdmon_poll = {
     .name = "poll",
     .init = poll_init,
     .fini = poll_fini,
     .update = poll_update,
     .wait = poll_wait,
-    .get_fd = NULL,               /* no single fd: not embeddable */
+    .get_fd = poll_get_fd,        /* an epoll mirror, made on demand */
     .update_needs_notify = true,  /* a sleeping ppoll sleeps on a copy */
 };

@@ -234,6 +234,14 @@ typedef struct aiol__fdmon_ops {
 } aiol__fdmon_ops;
 
 extern const aiol__fdmon_ops aiol__fdmon_epoll;
+
+/*
+ * Moves @fd's registration in epoll instance @epfd from events @oev to
+ * @nev (AIOL__EV_*, 0: not registered): one epoll_ctl, none if unchanged.
+ * Caller holds loop->lock.  0 or -errno.
+ */
+int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
+                       unsigned nev);
 extern const aiol__fdmon_ops aiol__fdmon_poll;
 #ifdef AIOL_HAVE_IO_URING
 extern const aiol__fdmon_ops aiol__fdmon_io_uring;

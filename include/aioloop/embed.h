@@ -33,8 +33,11 @@ extern "C" {
 /**
  * The fd a host loop polls for input on the loop's behalf: readable while
  * some handler's fd is ready or a notify is pending.
- * @return the fd (owned by the loop), or -ENOTSUP on the poll backend,
- *         which has no single fd to offer.
+ * epoll: the epoll fd; io_uring: the ring fd (a ring bound to one thread
+ * is made shared first, see aioloop/uring.h); poll: an epoll instance that
+ * mirrors the watched fds, made on the first call.
+ * @return the fd (owned by the loop), or a negative errno if the mirror
+ *         cannot be made.
  */
 int aiol_loop_get_fd(aiol_loop *loop);
 
