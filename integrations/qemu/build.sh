@@ -66,10 +66,11 @@ missing=$(for p in $QEMU_DEB_PKGS; do
     dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
 done)
 if [ -n "$missing" ]; then
-    missing=$(echo $missing)
+    missing=$(echo "$missing" | tr '\n' ' ')
     if [ "$(id -u)" = 0 ]; then
         stamp "installing $missing"
         apt-get update -qq
+        # shellcheck disable=SC2086  # one word per package
         DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
     else
         echo "build.sh: missing packages; run as root: apt-get install -y $missing" >&2
@@ -105,7 +106,8 @@ series_patches() {
     [ -f "$f" ] || return 0
     while IFS= read -r line || [ -n "$line" ]; do
         line=${line%%#*}
-        line=$(echo $line)
+        line=${line#"${line%%[![:space:]]*}"}
+        line=${line%"${line##*[![:space:]]}"}
         [ -z "$line" ] || echo "$here/patches/$line"
     done < "$f"
 }

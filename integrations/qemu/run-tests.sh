@@ -16,7 +16,7 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
 
-work= variant=fork extra=()
+work='' variant=fork extra=()
 while [ $# -gt 0 ]; do
     case $1 in
         stock|fork) variant=$1 ;;
