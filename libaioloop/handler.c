@@ -136,7 +136,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         node->events = ops_events(ops);
         node->ops = *ops;
         node->opaque = opaque;
-        node->internal = internal;
+        node->internal = internal || (ops->flags & AIOL_FD_NO_PROGRESS);
         node->mon_slot = -1;
         if (ops->poll != NULL) {
             node->poll_progress_ns = aiol_clock_now_ns();

@@ -54,7 +54,7 @@ struct aiol__handler {
     unsigned events;   /* AIOL__EV_IN and/or AIOL__EV_OUT to watch; may be 0 */
     aiol_fd_ops ops;
     void *opaque;
-    bool internal;     /* the loop's own (notifier): not progress */
+    bool internal;     /* not progress: the loop's notifier, AIOL_FD_NO_PROGRESS */
 
     /*
      * Set once, under loop->lock, by whoever removes or replaces the

@@ -259,6 +259,23 @@ static void test_poll_return_value(void **state)
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(h.reads, 2);
     th_remove(&h);
+
+    /* AIOL_FD_NO_PROGRESS: the callback runs, the poll reports no progress */
+    {
+        const aiol_fd_ops quiet = { .read = cb_read,
+                                    .flags = AIOL_FD_NO_PROGRESS };
+
+        th_init(&h, loop, efd);
+        h.drain = true;
+        assert_int_equal(aiol_fd_set_ops(loop, efd, &quiet, &h), 0);
+        tu_eventfd_signal(efd);
+        assert_false(aiol_loop_poll(loop, false));
+        assert_int_equal(h.reads, 1);
+        tu_eventfd_signal(efd);                     /* it still wakes a sleep */
+        assert_false(aiol_loop_poll(loop, true));
+        assert_int_equal(h.reads, 2);
+        th_remove(&h);
+    }
     aiol_loop_free(loop);
     close(efd);
 }

@@ -39,6 +39,13 @@ typedef void aiol_handler_fn(void *opaque);
 typedef bool aiol_poll_fn(void *opaque);
 
 /**
+ * aiol_fd_ops.flags: this handler's callbacks are not progress, so a poll
+ * that ran only them returns false.  For wakeup fds (an embedder's own
+ * event notifier) whose only job is to end a blocking poll.
+ */
+#define AIOL_FD_NO_PROGRESS (1u << 0)
+
+/**
  * The full set of callbacks of a handler.  Any member may be NULL; a handler
  * with all of read, write and poll NULL does not exist.
  */
@@ -49,6 +56,7 @@ typedef struct aiol_fd_ops {
     aiol_handler_fn *poll_ready; /**< runs when poll returned true (NULL: read) */
     aiol_handler_fn *poll_begin; /**< the loop starts busy-polling this handler */
     aiol_handler_fn *poll_end;   /**< the loop stops busy-polling this handler */
+    unsigned flags;              /**< AIOL_FD_* flags */
 } aiol_fd_ops;
 
 /**
