@@ -6,6 +6,8 @@ BUILD       ?= build
 BUILD_ASAN  ?= build-asan
 BUILD_CLANG ?= build-clang
 BUILD_TSAN  ?= build-tsan
+QEMU_WORK   ?= build-qemu
+QEMU_BACKENDS := epoll io_uring poll
 MESON_TEST  := meson test --print-errorlogs --num-processes 2
 
 # Debian packages the build, the tests and the benchmarks need.
@@ -15,7 +17,8 @@ DEB_PKGS := gcc clang meson ninja-build pkg-config libcmocka-dev python3 \
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps check check-gcc check-asan check-clang check-tsan bench clean
+.PHONY: all deps check check-gcc check-asan check-clang check-tsan bench clean \
+        qemu qemu-stock check-qemu check-qemu-stock clean-qemu
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD)
@@ -35,8 +38,9 @@ deps:
 	fi
 
 # The whole suite: gcc (every backend, unit and stress), ASan+UBSan, clang,
-# TSan (unit and stress).
-check: check-gcc check-asan check-clang check-tsan
+# TSan (unit and stress), and QEMU 7.2's own unit tests on the fork, once
+# per libaioloop backend.
+check: check-gcc check-asan check-clang check-tsan check-qemu
 	@echo "make check: all suites passed"
 
 check-gcc: all
@@ -63,6 +67,27 @@ check-tsan: deps
 # The main job: every workload, libaioloop backends and peers side by side.
 bench: all
 	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
+
+# The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our
+# patch series, linked with libaioloop from this tree.  The scripts install
+# their own build dependencies.
+qemu: all
+	integrations/qemu/build.sh --fork $(QEMU_WORK)
+
+qemu-stock:
+	integrations/qemu/build.sh --stock $(QEMU_WORK)
+
+check-qemu: qemu
+	@for b in $(QEMU_BACKENDS); do \
+	  echo "== QEMU fork unit tests, AIOLOOP_BACKEND=$$b"; \
+	  AIOLOOP_BACKEND=$$b integrations/qemu/run-tests.sh $(QEMU_WORK) fork || exit 1; \
+	done
+
+check-qemu-stock: qemu-stock
+	integrations/qemu/run-tests.sh $(QEMU_WORK) stock
+
+clean-qemu:
+	rm -rf $(QEMU_WORK)
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN)
