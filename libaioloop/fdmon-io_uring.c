@@ -104,7 +104,7 @@ typedef struct uring_state {
     struct io_uring ring;      /* SQ: polling thread */
     bool shared;               /* any thread may poll; polling thread */
     bool bound;                /* bound ring enabled for owner; polling thread */
-    pthread_t owner;           /* the bound ring's thread; polling thread */
+    uint64_t owner;            /* the bound ring's thread (aiol__thread_id) */
     bool registered;           /* ring fd registered for owner */
     uring_fd *fds;             /* fd-indexed; lock */
     size_t nfds;               /* lock */
@@ -176,7 +176,7 @@ static void uring_fini(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
 
-    if (s->registered && pthread_equal(s->owner, pthread_self())) {
+    if (s->registered && s->owner == aiol__thread_id()) {
         io_uring_unregister_ring_fd(&s->ring);
     }
     /* Closing the ring cancels every request still in flight. */
@@ -412,9 +412,9 @@ static void ring_rebuild_shared(aiol_loop *loop, uring_state *s)
  */
 static void ring_bind(aiol_loop *loop, uring_state *s)
 {
-    pthread_t self = pthread_self();
+    uint64_t self = aiol__thread_id();
 
-    if (s->shared || (s->bound && pthread_equal(s->owner, self))) {
+    if (s->shared || (s->bound && s->owner == self)) {
         return;
     }
     if (s->bound) {

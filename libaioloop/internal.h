@@ -35,6 +35,13 @@ _Noreturn void aiol__fail(const char *func, const char *msg);
  */
 int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize);
 
+/*
+ * A number naming the calling thread, never reused in the process (unlike
+ * pthread_t values and TIDs, which a new thread may inherit from a dead
+ * one).  Never 0.
+ */
+uint64_t aiol__thread_id(void);
+
 /* Readiness bits, monitor-neutral.  Each monitor translates its own. */
 enum {
     AIOL__EV_IN = 1u << 0,

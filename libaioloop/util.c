@@ -13,6 +13,17 @@ _Noreturn void aiol__fail(const char *func, const char *msg)
     abort();
 }
 
+uint64_t aiol__thread_id(void)
+{
+    static atomic_uint_fast64_t next = 1;
+    static _Thread_local uint64_t id;
+
+    if (id == 0) {
+        id = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+    }
+    return id;
+}
+
 int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize)
 {
     size_t size = *cap ? *cap : 64;

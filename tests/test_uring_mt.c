@@ -286,6 +286,47 @@ static void child_handoff_in_flight(void)
     fprintf(stderr, "second thread polled with a request in flight\n");
 }
 
+/*
+ * Polled only by short-lived threads, one after the other.  A new thread
+ * often gets the pthread_t (and stack) of the one that just exited, so the
+ * ring must not mistake it for its owner.
+ */
+static void *poll_one_event(void *opaque)
+{
+    handoff *c = opaque;
+
+    tu_eventfd_signal(c->h.fd);
+    c->h_ok = child_poll_until(c->loop, &c->h.reads, c->h.reads + 1);
+    return NULL;
+}
+
+static void child_sequential_threads(void)
+{
+    static handoff c;
+
+    memset(&c, 0, sizeof(c));
+    c.loop = child_loop_new();
+    th_init(&c.h, c.loop, tu_eventfd());
+    CHECK(aiol_fd_set(c.loop, c.h.fd, count_drain, NULL, NULL, &c.h) == 0);
+    for (int i = 0; i < 4; i++) {
+        pthread_t thr;
+
+        CHECK(pthread_create(&thr, NULL, poll_one_event, &c) == 0);
+        CHECK(pthread_join(thr, NULL) == 0);
+        CHECK(c.h_ok);
+        CHECK(c.h.reads == i + 1);
+    }
+    CHECK(aiol_fd_remove(c.loop, c.h.fd) == 0);
+    aiol_loop_free(c.loop);
+    close(c.h.fd);
+}
+
+static void test_sequential_threads(void **state)
+{
+    (void)state;
+    run_in_child(child_sequential_threads);
+}
+
 static void test_handoff(void **state)
 {
     (void)state;
@@ -395,6 +436,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_handoff),
+        T(test_sequential_threads),
         T(test_handoff_in_flight),
         T(test_free_iothread_in_flight),
         T(test_embed_notify_wakes_host),
