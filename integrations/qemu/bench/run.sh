@@ -1,0 +1,228 @@
+#!/usr/bin/env bash
+# run.sh [--build] [--compile-only] [WORKDIR]
+#
+# Benchmarks QEMU 7.2's AioContext, stock against the libaioloop fork, in
+# one run (aio-bench.c: aio_poll cost, fd handler add+remove cost, timer_mod
+# cost; plain aio_poll() and glib-attached).
+#
+# 1. With --build, first brings both QEMU builds up to date
+#    (../build.sh --both WORKDIR, incremental).  Without it the builds are
+#    used as they are; run.sh warns if ninja says test-aio is out of date.
+# 2. Compiles aio-bench.c once per build, with the exact compile and link
+#    commands ninja uses for that build's tests/unit/test-aio (its own
+#    objects swapped for aio-bench.o), into WORKDIR/bench-stock/aio-bench
+#    and WORKDIR/bench-fork/aio-bench.
+#    --compile-only stops here.
+# 3. Runs every case as its own process, interleaved by case: stock, then
+#    the fork with AIOLOOP_BACKEND=epoll, io_uring and poll.
+# 4. Prints a markdown table (rows: workload x n; columns: stock and each
+#    fork backend, with fork/stock ratios).  Raw key=value lines go to
+#    WORKDIR/bench-results.txt, the table to WORKDIR/bench-table.md.
+#
+# WORKDIR defaults to <repo>/build-qemu.
+# Environment: RUNS (runs per case, median reported; default 5),
+# MS (target ms per run; default 200), NICE (default 10),
+# CASE_TIMEOUT (seconds per case; default 120).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../../.." && pwd)
+
+build=0
+compile_only=0
+work=
+for arg in "$@"; do
+    case $arg in
+        --build) build=1 ;;
+        --compile-only) compile_only=1 ;;
+        -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
+        -*) echo "run.sh: unknown option $arg" >&2; exit 2 ;;
+        *) work=$arg ;;
+    esac
+done
+work=$(realpath -m "${work:-$repo/build-qemu}")
+runs=${RUNS:-5}
+ms=${MS:-200}
+case_timeout=${CASE_TIMEOUT:-120}
+nice_cmd=(nice -n "${NICE:-10}")
+t_start=$(date +%s)
+stamp() { echo "run.sh: [$(( $(date +%s) - t_start ))s] $*" >&2; }
+
+if [ "$build" = 1 ]; then
+    stamp "bringing stock and fork builds up to date"
+    "$here/../build.sh" --both "$work" >&2
+fi
+
+# ---------------------------------------------------------------------------
+# Compile and link aio-bench.c the way test-aio is compiled and linked in
+# build tree $1, into $2/aio-bench.  The commands come from ninja itself
+# (`ninja -t commands -s`), so include dirs, config-host.h, defines, flags,
+# libqemuutil.a, the whole-archive libraries, glib, liburing and (fork)
+# libaioloop.a are exactly test-aio's.
+compile_bench() {
+    local variant=$1 bld=$work/$1-build out=$work/bench-$1
+    [ -f "$bld/build.ninja" ] && [ -x "$bld/tests/unit/test-aio" ] ||
+        { echo "run.sh: $bld is not built; run with --build (or ../build.sh --both)" >&2; exit 1; }
+    # (qemu-version.h is regenerated on every run, without effect.)
+    if ninja -C "$bld" -n tests/unit/test-aio 2>/dev/null |
+       grep '^\[' | grep -qv 'qemu-version\.h'; then
+        echo "run.sh: warning: $1-build is out of date (run with --build); measuring it as it is" >&2
+    fi
+    mkdir -p "$out"
+    local cc_cmd ld_cmd
+    cc_cmd=$(ninja -C "$bld" -t commands -s tests/unit/test-aio.p/test-aio.c.o)
+    ld_cmd=$(ninja -C "$bld" -t commands -s tests/unit/test-aio)
+    /usr/bin/python3 - "$bld" "$out" "$here/aio-bench.c" "$variant" \
+                       "$cc_cmd" "$ld_cmd" <<'PY'
+import os, shlex, subprocess, sys
+bld, out, src, variant, cc_cmd, ld_cmd = sys.argv[1:]
+obj = os.path.join(out, 'aio-bench.o')
+exe = os.path.join(out, 'aio-bench')
+
+def drop_opt(args, opt):
+    """Remove every `opt VALUE` pair from args."""
+    res, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == opt:
+            skip = True
+        else:
+            res.append(a)
+    return res
+
+# Compile: test-aio.c's command with our source, object and no depfile.
+cc = shlex.split(cc_cmd)
+assert '-c' in cc and cc[cc.index('-c') + 1].endswith('tests/unit/test-aio.c'), cc_cmd
+cc = drop_opt(drop_opt(drop_opt(drop_opt(cc, '-o'), '-MQ'), '-MF'), '-c')
+cc = [a for a in cc if a != '-MD']
+cc += ['-DAIO_BENCH_BUILD="%s"' % variant, '-o', obj, '-c', src]
+
+# Link: test-aio's command with its objects replaced by ours.
+ld = shlex.split(ld_cmd)
+ld = drop_opt(ld, '-o')
+test_objs = [a for a in ld if a.startswith('tests/unit/test-aio.p/') and a.endswith('.o')]
+assert test_objs, ld_cmd
+i = ld.index(test_objs[0])
+ld = [a for a in ld if a not in test_objs]
+ld[i:i] = [obj]
+ld[1:1] = ['-o', exe]
+
+for cmd in (cc, ld):
+    r = subprocess.run(['nice', '-n', os.environ.get('NICE', '10')] + cmd, cwd=bld)
+    if r.returncode:
+        sys.stderr.write('run.sh: failed in %s:\n%s\n' % (bld, shlex.join(cmd)))
+        sys.exit(1)
+# Keep the commands next to the binary, for the record.
+with open(os.path.join(out, 'commands.txt'), 'w') as f:
+    f.write('cd %s\n%s\n%s\n' % (bld, shlex.join(cc), shlex.join(ld)))
+PY
+}
+
+for v in stock fork; do
+    stamp "compiling aio-bench against $v-build"
+    compile_bench "$v"
+done
+[ "$compile_only" = 0 ] || exit 0
+
+# ---------------------------------------------------------------------------
+# Cases: workload variant n...
+cases=(
+    "aio_poll plain 1 100 1000 10000"
+    "aio_poll glib 1 100 1000 10000"
+    "addrm plain 1 1000 10000"
+    "addrm glib 1 1000 10000"
+    "timer_mod plain 1000 10000 100000"
+)
+configs=(stock fork:epoll fork:io_uring fork:poll)
+
+results=$work/bench-results.txt
+: > "$results"
+stamp "running (RUNS=$runs, MS=$ms per run)"
+for c in "${cases[@]}"; do
+    read -r workload variant sizes <<< "$c"
+    for n in $sizes; do
+        for cfg in "${configs[@]}"; do
+            b=${cfg%%:*}
+            be=
+            [ "$cfg" = "$b" ] || be=${cfg#*:}
+            line=
+            rc=0
+            line=$(env ${be:+AIOLOOP_BACKEND=$be} "${nice_cmd[@]}" \
+                   timeout "$case_timeout" "$work/bench-$b/aio-bench" \
+                   "$workload" "$variant" "$n" "$runs" "$ms" 2>"$work/bench-$b/last-stderr.txt") || rc=$?
+            if [ $rc -ne 0 ] || [ -z "$line" ]; then
+                why="exit $rc"
+                [ $rc -gt 128 ] && why="signal $(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128)))"
+                [ $rc -eq 124 ] && why="timeout ${case_timeout}s"
+                line="build=$b backend=${be:--} workload=$workload variant=$variant n=$n status=failed:${why// /-}"
+                sed 's/^/    /' "$work/bench-$b/last-stderr.txt" | tail -n 5 >&2
+            fi
+            echo "$line" | tee -a "$results" >&2
+        done
+    done
+done
+stamp "done"
+
+# ---------------------------------------------------------------------------
+# Table.
+/usr/bin/python3 - "$results" "$runs" "$ms" <<'PY' | tee "$work/bench-table.md"
+import sys
+path, runs, ms = sys.argv[1:]
+rows = {}
+order = []
+for line in open(path):
+    kv = dict(f.split('=', 1) for f in line.split() if '=' in f)
+    key = (kv['workload'], kv['variant'], int(kv['n']))
+    if key not in rows:
+        rows[key] = {}
+        order.append(key)
+    col = 'stock' if kv['build'] == 'stock' else 'fork-' + kv['backend']
+    rows[key][col] = kv
+
+def fmt(ns):
+    if ns < 1e3:
+        return '%.0f ns' % ns
+    if ns < 1e6:
+        return '%.2f µs' % (ns / 1e3) if ns < 1e4 else '%.1f µs' % (ns / 1e3)
+    return '%.2f ms' % (ns / 1e6)
+
+label = {
+    ('aio_poll', 'plain'): 'aio_poll, plain (per iteration)',
+    ('aio_poll', 'glib'): 'aio_poll, glib-attached (per iteration)',
+    ('addrm', 'plain'): 'add+remove, plain (per pair)',
+    ('addrm', 'glib'): 'add+remove, glib-attached (per pair)',
+    ('timer_mod', 'plain'): 'timer_mod (per call)',
+}
+cols = ['stock', 'fork-epoll', 'fork-io_uring', 'fork-poll']
+notes = []
+print('| workload | n | ' + ' | '.join(cols) + ' |')
+print('|---|---:|' + '---:|' * len(cols))
+for key in order:
+    w, v, n = key
+    stock = rows[key].get('stock')
+    sv = float(stock['median_ns']) if stock and 'median_ns' in stock else None
+    cells = []
+    for c in cols:
+        kv = rows[key].get(c)
+        if not kv:
+            cells.append('-')
+            continue
+        if 'median_ns' not in kv:
+            cells.append(kv.get('status', 'failed'))
+            continue
+        x = float(kv['median_ns'])
+        cell = fmt(x)
+        if c != 'stock' and sv:
+            cell += ' (%.2f×)' % (x / sv)
+        if kv.get('check', 'ok') != 'ok':
+            cell += ' [%s]' % kv['check']
+            notes.append('%s %s n=%d %s: check=%s (signalled=%s fired=%s)' % (
+                w, v, n, c, kv['check'], kv.get('signalled', '?'), kv.get('fired', '?')))
+        cells.append(cell)
+    print('| %s | %d | %s |' % (label.get((w, v), w + ' ' + v), n, ' | '.join(cells)))
+print()
+print('Median of %s runs of ~%s ms each; (×) is fork/stock.' % (runs, ms))
+for note in notes:
+    print('- ' + note)
+PY
