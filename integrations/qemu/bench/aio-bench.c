@@ -25,6 +25,8 @@
  *   MS_PER_RUN  target length of one run (default 200); iteration counts
  *             are calibrated from a warm-up so every size takes about
  *             the same time
+ * Environment: AIOLOOP_BACKEND (the fork's backend; echoed as backend=),
+ * AIO_BENCH_NO_IO_URING=1 (see below).
  *
  * Output: one line of key=value pairs, e.g.
  *   build=stock backend=- workload=aio_poll variant=glib n=10000 runs=5
@@ -33,17 +35,31 @@
  * (addrm) or per timer_mod call (timer_mod).
  *
  * Notes on method:
+ * - The AioContext is created in, made current for, and polled only from
+ *   one thread of its own, as an IOThread's is (aio_poll() asserts this).
  * - aio_poll: the signalled notifier rotates over all N; its handler reads
- *   (clears) the eventfd.  check= reports whether every signal was
- *   dispatched by the loop iteration that followed it.
+ *   (clears) the eventfd.  check=missed if the handlers ran fewer times
+ *   than notifiers were signalled (each signal is followed by exactly one
+ *   loop iteration, which should dispatch it).
  * - addrm: pairs are timed in batches of ADDRM_BATCH; after each batch
  *   the loop runs one untimed non-blocking iteration, as QEMU would between
  *   handler changes, so fd monitors that defer work (io_uring submission,
  *   deferred frees) do not pile it up across a whole run.
  * - timer_mod: deadlines are 1 to 2 hours ahead, from a fixed-seed PRNG,
- *   so nothing expires; the initial timers are armed in descending
- *   deadline order so that setting up 100,000 timers does not itself take
- *   O(n^2) on a sorted list.
+ *   so nothing expires.  The initial timers are armed with
+ *   timer_mod_anticipate() in descending deadline order, so that setting
+ *   up 100,000 timers does not itself take O(n^2) on a sorted list, and in
+ *   a random order of the timers themselves, so that list order and memory
+ *   order are unrelated (as after a long run).  Each measured timer_mod()
+ *   re-arms an armed timer: on a sorted list, a walk to unlink it and a
+ *   walk to insert it.
+ * - AIO_BENCH_NO_IO_URING=1 refuses io_uring_setup(2) (ENOSYS, through a
+ *   seccomp filter installed before any AioContext exists).  Stock 7.2 then
+ *   falls back from fdmon-io_uring to fdmon-poll/fdmon-epoll, as a QEMU
+ *   built without io_uring would.  Stock's fdmon-io_uring leaves user_data
+ *   unset on its poll-remove and timeout SQEs, so removing handlers can
+ *   make it dispatch a stale pointer and crash; this gives a stock
+ *   baseline for the plain add+remove case.  Not meant for the fork.
  *
  * Copyright (c) 2026 libaioloop authors.  Licensed under the GNU GPL,
  * version 2 or later.
@@ -57,7 +73,12 @@
 #include "qemu/thread.h"
 #include "block/aio.h"
 
+#include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/syscall.h>
+#include <linux/audit.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
 
 #ifndef AIO_BENCH_BUILD
 #define AIO_BENCH_BUILD "unknown"
@@ -116,6 +137,31 @@ static void raise_nofile_limit(void)
         if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
             perror("aio-bench: setrlimit(RLIMIT_NOFILE)");
         }
+    }
+}
+
+/* Make io_uring_setup(2) fail with ENOSYS in this process (all threads
+ * created from now on inherit the filter). */
+static void refuse_io_uring(void)
+{
+    struct sock_filter filter[] = {
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AUDIT_ARCH_X86_64, 1, 0),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, __NR_io_uring_setup, 0, 1),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (ENOSYS & SECCOMP_RET_DATA)),
+        BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+    };
+    struct sock_fprog prog = {
+        .len = ARRAY_SIZE(filter),
+        .filter = filter,
+    };
+
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+        perror("aio-bench: seccomp");
+        exit(1);
     }
 }
 
@@ -237,6 +283,7 @@ static int64_t random_deadline(void)
 static void arm_timers(size_t n)
 {
     int64_t *deadlines = g_new(int64_t, n);
+    size_t *perm = g_new(size_t, n);
 
     timer_base = qemu_clock_get_ns(QEMU_CLOCK_REALTIME) + TIMER_MIN_AHEAD;
     for (size_t i = 0; i < n; i++) {
@@ -247,9 +294,26 @@ static void arm_timers(size_t n)
     for (size_t i = 0; i < n; i++) {
         timers[i] = aio_timer_new(ctx, QEMU_CLOCK_REALTIME, SCALE_NS,
                                   timer_cb, NULL);
-        timer_mod(timers[i], deadlines[i]);
+        perm[i] = i;
+    }
+    /* Deadlines go to the timers in a random order, so that the order of
+     * the armed timers is unrelated to their order in memory, as after a
+     * long run (a list built in allocation order would be walked with the
+     * help of the hardware prefetcher). */
+    for (size_t i = n - 1; i > 0; i--) {
+        size_t j = rng_next() % (i + 1), t = perm[i];
+
+        perm[i] = perm[j];
+        perm[j] = t;
+    }
+    /* timer_mod() would first walk the whole list looking for the (not
+     * yet armed) timer; timer_mod_anticipate() of an idle timer does not,
+     * and inserting at the head (descending deadlines) is O(1). */
+    for (size_t i = 0; i < n; i++) {
+        timer_mod_anticipate(timers[perm[i]], deadlines[i]);
     }
     n_timers = n;
+    g_free(perm);
     g_free(deadlines);
     loop_drain();
 }
@@ -346,6 +410,7 @@ int main(int argc, char **argv)
     QemuThread thread;
     const char *workload, *variant, *backend;
     const char *check = "ok";
+    bool no_io_uring;
     double median;
     char *end;
 
@@ -382,6 +447,11 @@ int main(int argc, char **argv)
     }
 
     raise_nofile_limit();
+    no_io_uring = getenv("AIO_BENCH_NO_IO_URING") &&
+                  strcmp(getenv("AIO_BENCH_NO_IO_URING"), "0");
+    if (no_io_uring) {
+        refuse_io_uring();
+    }
     qemu_init_main_loop(&error_fatal);
     qemu_thread_create(&thread, "aio-bench", bench_thread, &b,
                        QEMU_THREAD_JOINABLE);
@@ -400,7 +470,7 @@ int main(int argc, char **argv)
 
     backend = getenv("AIOLOOP_BACKEND");
     if (!strcmp(AIO_BENCH_BUILD, "stock")) {
-        backend = "-";
+        backend = no_io_uring ? "no-io_uring" : "-";
     }
     printf("build=%s backend=%s workload=%s variant=%s n=%ld runs=%ld "
            "iters=%" PRIu64 " median_ns=%.1f min_ns=%.1f max_ns=%.1f "

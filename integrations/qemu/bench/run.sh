@@ -134,21 +134,30 @@ cases=(
     "addrm glib 1 1000 10000"
     "timer_mod plain 1000 10000 100000"
 )
-configs=(stock fork:epoll fork:io_uring fork:poll)
+# build[:AIOLOOP_BACKEND].  stock-noiou is stock with io_uring_setup(2)
+# refused (AIO_BENCH_NO_IO_URING=1), so aio-posix.c runs on fdmon-epoll:
+# run for the plain cases only, where stock would use fdmon-io_uring (with
+# glib attached stock never uses io_uring).
+configs_all=(stock fork:epoll fork:io_uring fork:poll)
+configs_plain=(stock stock-noiou fork:epoll fork:io_uring fork:poll)
 
 results=$work/bench-results.txt
 : > "$results"
 stamp "running (RUNS=$runs, MS=$ms per run)"
 for c in "${cases[@]}"; do
     read -r workload variant sizes <<< "$c"
+    configs=("${configs_all[@]}")
+    [ "$variant" = glib ] || [ "$workload" = timer_mod ] || configs=("${configs_plain[@]}")
     for n in $sizes; do
         for cfg in "${configs[@]}"; do
             b=${cfg%%:*}
             be=
             [ "$cfg" = "$b" ] || be=${cfg#*:}
+            noiou=
+            [ "$b" = stock-noiou ] && { b=stock; noiou=1; be=no-io_uring; }
             line=
             rc=0
-            line=$(env ${be:+AIOLOOP_BACKEND=$be} "${nice_cmd[@]}" \
+            line=$(env ${be:+AIOLOOP_BACKEND=$be} ${noiou:+AIO_BENCH_NO_IO_URING=1} "${nice_cmd[@]}" \
                    timeout "$case_timeout" "$work/bench-$b/aio-bench" \
                    "$workload" "$variant" "$n" "$runs" "$ms" 2>"$work/bench-$b/last-stderr.txt") || rc=$?
             if [ $rc -ne 0 ] || [ -z "$line" ]; then
@@ -177,7 +186,10 @@ for line in open(path):
     if key not in rows:
         rows[key] = {}
         order.append(key)
-    col = 'stock' if kv['build'] == 'stock' else 'fork-' + kv['backend']
+    if kv['build'] == 'stock':
+        col = 'stock-noiou' if kv['backend'] == 'no-io_uring' else 'stock'
+    else:
+        col = 'fork-' + kv['backend']
     rows[key][col] = kv
 
 def fmt(ns):
@@ -194,14 +206,20 @@ label = {
     ('addrm', 'glib'): 'add+remove, glib-attached (per pair)',
     ('timer_mod', 'plain'): 'timer_mod (per call)',
 }
-cols = ['stock', 'fork-epoll', 'fork-io_uring', 'fork-poll']
+cols = ['stock', 'stock-noiou', 'fork-epoll', 'fork-io_uring', 'fork-poll']
+heads = ['stock', 'stock, no io_uring', 'fork-epoll', 'fork-io_uring', 'fork-poll']
 notes = []
-print('| workload | n | ' + ' | '.join(cols) + ' |')
+dagger = False
+print('| workload | n | ' + ' | '.join(heads) + ' |')
 print('|---|---:|' + '---:|' * len(cols))
 for key in order:
     w, v, n = key
-    stock = rows[key].get('stock')
-    sv = float(stock['median_ns']) if stock and 'median_ns' in stock else None
+    def med(c):
+        kv = rows[key].get(c)
+        return float(kv['median_ns']) if kv and 'median_ns' in kv else None
+    sv, mark = med('stock'), ''
+    if sv is None and med('stock-noiou') is not None:
+        sv, mark, dagger = med('stock-noiou'), '†', True
     cells = []
     for c in cols:
         kv = rows[key].get(c)
@@ -213,8 +231,9 @@ for key in order:
             continue
         x = float(kv['median_ns'])
         cell = fmt(x)
-        if c != 'stock' and sv:
-            cell += ' (%.2f×)' % (x / sv)
+        if c.startswith('fork') and sv:
+            r = x / sv
+            cell += ' (%s×%s)' % ('%.2f' % r if r >= 0.1 else '%.2g' % r, mark)
         if kv.get('check', 'ok') != 'ok':
             cell += ' [%s]' % kv['check']
             notes.append('%s %s n=%d %s: check=%s (signalled=%s fired=%s)' % (
@@ -223,6 +242,8 @@ for key in order:
     print('| %s | %d | %s |' % (label.get((w, v), w + ' ' + v), n, ' | '.join(cells)))
 print()
 print('Median of %s runs of ~%s ms each; (×) is fork/stock.' % (runs, ms))
+if dagger:
+    print('† stock failed here; ratio against stock without io_uring.')
 for note in notes:
     print('- ' + note)
 PY
