@@ -497,46 +497,29 @@ static void test_free_with_handlers(void **state)
 
 enum null_call { NULL_FD_SET, NULL_FD_REMOVE, NULL_FD_IS_SET, NULL_POLL };
 
+static void call_with_null_loop(void *arg)
+{
+    enum null_call which = *(enum null_call *)arg;
+
+    if (which == NULL_FD_SET) {
+        aiol_fd_set(NULL, 0, cb_read, NULL, NULL, NULL);
+    } else if (which == NULL_FD_REMOVE) {
+        aiol_fd_remove(NULL, 0);
+    } else if (which == NULL_FD_IS_SET) {
+        aiol_fd_is_set(NULL, 0);
+    } else {
+        aiol_loop_poll(NULL, false);
+    }
+}
+
 static void expect_null_loop_abort(enum null_call which)
 {
-    int p[2], status;
-    char buf[4096];
-    ssize_t n;
-    pid_t pid;
+    char err[4096];
+    int status = tu_run_child(call_with_null_loop, &which, err, sizeof(err));
 
-    assert_int_equal(pipe(p), 0);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        struct rlimit nocore = { 0, 0 };
-
-        setrlimit(RLIMIT_CORE, &nocore);
-        signal(SIGABRT, SIG_DFL);
-        dup2(p[1], STDERR_FILENO);
-        if (which == NULL_FD_SET) {
-            aiol_fd_set(NULL, 0, cb_read, NULL, NULL, NULL);
-        } else if (which == NULL_FD_REMOVE) {
-            aiol_fd_remove(NULL, 0);
-        } else if (which == NULL_FD_IS_SET) {
-            aiol_fd_is_set(NULL, 0);
-        } else {
-            aiol_loop_poll(NULL, false);
-        }
-        _exit(0);   /* returned instead of aborting */
-    }
-    close(p[1]);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    /* the message is far smaller than a pipe buffer: one read gets it */
-    n = read(p[0], buf, sizeof(buf) - 1);
-    buf[n > 0 ? n : 0] = '\0';
-    close(p[0]);
-    if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGABRT) {
-        fail_msg("call %d: child did not abort (status 0x%x), stderr: %s",
-                 (int)which, (unsigned)status, buf);
-    }
-    if (strstr(buf, "loop") == NULL) {
-        fail_msg("call %d: no message naming the loop: \"%s\"", (int)which,
-                 buf);
+    if (!tu_aborted_with(status, err, "loop")) {
+        fail_msg("call %d: no abort naming the loop (status 0x%x): \"%s\"",
+                 (int)which, (unsigned)status, err);
     }
 }
 

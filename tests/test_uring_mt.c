@@ -333,32 +333,19 @@ static void test_handoff(void **state)
     run_in_child(child_handoff);
 }
 
+static void handoff_in_flight_child(void *arg)
+{
+    (void)arg;
+    child_handoff_in_flight();
+}
+
 static void test_handoff_in_flight(void **state)
 {
-    char out[1024] = "";
-    int status = 0, errp[2];
-    ssize_t n, len = 0;
-    pid_t pid;
+    char err[1024];
+    int status = tu_run_child(handoff_in_flight_child, NULL, err, sizeof(err));
 
     (void)state;
-    assert_int_equal(pipe2(errp, O_CLOEXEC), 0);
-    fflush(stderr);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        dup2(errp[1], 2);
-        child_handoff_in_flight();
-        exit(0);
-    }
-    close(errp[1]);
-    while ((n = read(errp[0], out + len, sizeof(out) - 1 - (size_t)len)) > 0) {
-        len += n;
-    }
-    close(errp[0]);
-    assert_int_equal(waitpid(pid, &status, 0), pid);
-    assert_true(WIFSIGNALED(status));
-    assert_int_equal(WTERMSIG(status), SIGABRT);
-    assert_non_null(strstr(out, "in flight"));
+    assert_true(tu_aborted_with(status, err, "in flight"));
 }
 
 /* ----------------------------------- embedded: a host sleeping on get_fd */

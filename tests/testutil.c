@@ -10,7 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/eventfd.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #define TU_DIE(...)                                                          \
@@ -117,4 +120,50 @@ void tu_pipe_drain(int rfd)
         }
         return;
     }
+}
+
+int tu_run_child(void (*fn)(void *arg), void *arg, char *err, size_t errlen)
+{
+    size_t len = 0;
+    int p[2], status = 0;
+    ssize_t n;
+    pid_t pid;
+
+    if (pipe2(p, O_CLOEXEC) != 0) {
+        TU_DIE("pipe2: %s", strerror(errno));
+    }
+    fflush(stdout);
+    fflush(stderr);
+    pid = fork();
+    if (pid < 0) {
+        TU_DIE("fork: %s", strerror(errno));
+    }
+    if (pid == 0) {
+        struct rlimit nocore = { 0, 0 };
+
+        setrlimit(RLIMIT_CORE, &nocore);
+        signal(SIGABRT, SIG_DFL);
+        dup2(p[1], STDERR_FILENO);
+        fn(arg);
+        _exit(0);
+    }
+    close(p[1]);
+    while (len + 1 < errlen &&
+           (n = read(p[0], err + len, errlen - 1 - len)) > 0) {
+        len += (size_t)n;
+    }
+    err[len] = '\0';
+    close(p[0]);
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            TU_DIE("waitpid: %s", strerror(errno));
+        }
+    }
+    return status;
+}
+
+bool tu_aborted_with(int status, const char *err, const char *needle)
+{
+    return WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT &&
+           strstr(err, needle) != NULL;
 }

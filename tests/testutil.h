@@ -7,6 +7,9 @@
 #ifndef AIOLOOP_TESTUTIL_H
 #define AIOLOOP_TESTUTIL_H
 
+#include <stdbool.h>
+#include <stddef.h>
+
 #include "aioloop/aioloop.h"
 
 /** Exit status meson and automake read as "skipped". */
@@ -35,5 +38,18 @@ void tu_pipe(int fds[2]);
 void tu_pipe_signal(int wfd);
 /** Reads everything buffered on the read end @p rfd. */
 void tu_pipe_drain(int rfd);
+
+/**
+ * Runs @p fn(@p arg) in a forked child whose stderr is captured into
+ * @p err (NUL-terminated, at most @p errlen bytes).  Returns the child's
+ * wait status.  A child that returns from @p fn exits 0.
+ */
+int tu_run_child(void (*fn)(void *arg), void *arg, char *err, size_t errlen);
+
+/**
+ * True when a wait status from tu_run_child() is an abort (SIGABRT) whose
+ * stderr contains @p needle: how the library reports misuse.
+ */
+bool tu_aborted_with(int status, const char *err, const char *needle);
 
 #endif /* AIOLOOP_TESTUTIL_H */
