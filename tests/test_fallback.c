@@ -240,29 +240,27 @@ static void child_main(const blocks *b)
 
 /* ------------------------------------------------------- in the parent */
 
+static void child_entry(void *arg)
+{
+    child_main(arg);
+}
+
 static void run_child(int uring_errno, int epoll_errno)
 {
     blocks b = { uring_errno, epoll_errno };
-    int status = 0;
-    pid_t pid;
+    char err[4096];
+    int status = tu_run_child(child_entry, &b, err, sizeof(err));
 
-    fflush(stdout);
-    fflush(stderr);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        child_main(&b);
-    }
-    assert_int_equal(waitpid(pid, &status, 0), pid);
     if (WIFEXITED(status) && WEXITSTATUS(status) == CHILD_NO_SECCOMP) {
         skip();
     }
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fail_msg("child (io_uring_setup -> %s, epoll_create1 -> %s) %s %d",
+        fail_msg("child (io_uring_setup -> %s, epoll_create1 -> %s) %s %d: %s",
                  uring_errno ? strerror(uring_errno) : "allowed",
                  epoll_errno ? strerror(epoll_errno) : "allowed",
                  WIFEXITED(status) ? "exited" : "killed by signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                 err);
     }
 }
 

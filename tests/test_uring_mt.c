@@ -73,25 +73,28 @@ static bool child_poll_until(aiol_loop *loop, const int *count, int want)
 }
 
 /* Runs @p fn in a forked child; asserts it returned 0 failures. */
+typedef struct child_fn {
+    void (*fn)(void);
+} child_fn;
+
+static void child_entry(void *arg)
+{
+    ((child_fn *)arg)->fn();
+    fflush(stderr);
+    exit(child_failures == 0 ? 0 : 1);
+}
+
 static void run_in_child(void (*fn)(void))
 {
-    int status = 0;
-    pid_t pid;
+    child_fn c = { fn };
+    char err[8192];
+    int status = tu_run_child(child_entry, &c, err, sizeof(err));
 
-    fflush(stdout);
-    fflush(stderr);
-    pid = fork();
-    assert_true(pid >= 0);
-    if (pid == 0) {
-        fn();
-        fflush(stderr);
-        exit(child_failures == 0 ? 0 : 1);
-    }
-    assert_int_equal(waitpid(pid, &status, 0), pid);
     if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fail_msg("child %s %d (see its stderr above)",
+        fail_msg("child %s %d: %s",
                  WIFEXITED(status) ? "exited" : "killed by signal",
-                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+                 WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status),
+                 err);
     }
 }
 
