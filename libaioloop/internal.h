@@ -13,6 +13,7 @@
 #include <stdint.h>
 
 #include "aioloop/aioloop.h"
+#include "aioloop/heap.h"
 #include "aioloop/bh.h"
 #include "aioloop/embed.h"
 #include "aioloop/timer.h"
@@ -104,12 +105,14 @@ typedef struct aiol__bh_slice {
     AIOL_TAILQ_ENTRY(aiol__bh_slice) link;
 } aiol__bh_slice;
 
+/* A clock's armed timers, see timer.c. */
+AIOL_HEAP_HEAD(aiol__timer_heap, aiol_timer);
+
 struct aiol_clock {
     aiol_loop *loop;                /* immutable */
     aiol_clock_now_fn *now;         /* immutable; NULL: CLOCK_MONOTONIC */
     void *opaque;                   /* immutable */
-    struct aiol_timer **heap;       /* polling thread */
-    size_t n, cap;                  /* polling thread */
+    struct aiol__timer_heap heap;   /* polling thread */
     uint64_t seq;                   /* arming counter; polling thread */
     AIOL_LIST_ENTRY(aiol_clock) link; /* loop->clocks; polling thread */
 };

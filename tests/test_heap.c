@@ -1,0 +1,119 @@
+/*
+ * test_heap.c - aioloop/heap.h against a reference model.
+ *
+ * Random pushes, removals, re-keys and pops on a heap of 2000 elements,
+ * checked after every step against an O(n) scan for the minimum, and the
+ * index every element keeps checked against its real position.
+ */
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdbool.h>
+
+#include "aioloop/heap.h"
+
+typedef struct item {
+    int64_t key;
+    uint64_t seq;       /* ties: first pushed or re-keyed first */
+    size_t idx;
+} item;
+
+static bool item_before(const item *a, const item *b)
+{
+    return a->key < b->key || (a->key == b->key && a->seq < b->seq);
+}
+
+AIOL_HEAP_HEAD(item_heap, item);
+AIOL_HEAP_GENERATE(item_heap, item, idx, item_before)
+
+enum { N = 2000, STEPS = 40000 };
+
+static uint64_t rng = 88172645463325252ull;
+
+static uint64_t next_rand(void)
+{
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+}
+
+/* The reference: the smallest element in the heap, by a full scan. */
+static item *model_min(item *items, size_t n)
+{
+    item *best = NULL;
+
+    for (size_t i = 0; i < n; i++) {
+        if (items[i].idx != AIOL_HEAP_NONE &&
+            (best == NULL || item_before(&items[i], best))) {
+            best = &items[i];
+        }
+    }
+    return best;
+}
+
+static void check(struct item_heap *h, item *items)
+{
+    size_t in = 0;
+
+    for (size_t i = 0; i < N; i++) {
+        if (items[i].idx != AIOL_HEAP_NONE) {
+            assert_ptr_equal(h->v[items[i].idx], &items[i]);
+            in++;
+        }
+    }
+    assert_int_equal(item_heap_count(h), in);
+    assert_ptr_equal(item_heap_top(h), model_min(items, N));
+}
+
+static void test_heap_against_model(void **state)
+{
+    static item items[N];
+    struct item_heap h = AIOL_HEAP_INITIALIZER;
+    uint64_t seq = 0;
+
+    (void)state;
+    for (size_t i = 0; i < N; i++) {
+        items[i].idx = AIOL_HEAP_NONE;
+    }
+    for (int step = 0; step < STEPS; step++) {
+        item *it = &items[next_rand() % N];
+        int op = (int)(next_rand() % 4);
+
+        if (it->idx == AIOL_HEAP_NONE) {
+            it->key = (int64_t)(next_rand() % 500);  /* many equal keys */
+            it->seq = seq++;
+            assert_int_equal(item_heap_push(&h, it), 0);
+        } else if (op == 0) {
+            item_heap_remove(&h, it);
+            assert_true(it->idx == AIOL_HEAP_NONE);
+        } else if (op == 1) {
+            it->key = (int64_t)(next_rand() % 500);
+            it->seq = seq++;
+            item_heap_update(&h, it);
+        } else if (op == 2) {
+            item *want = model_min(items, N);
+
+            assert_ptr_equal(item_heap_pop(&h), want);
+            assert_true(want->idx == AIOL_HEAP_NONE);
+        }
+        check(&h, items);
+    }
+    while (item_heap_pop(&h) != NULL) {
+    }
+    assert_int_equal(item_heap_count(&h), 0);
+    assert_null(item_heap_top(&h));
+    item_heap_fini(&h);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_heap_against_model),
+    };
+
+    return cmocka_run_group_tests_name("heap", tests, NULL, NULL);
+}
