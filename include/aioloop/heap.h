@@ -40,6 +40,9 @@
 /** Children per node. */
 #define AIOL_HEAP_D 4
 
+/* Generated functions: a file need not use them all. */
+#define AIOL_HEAP_FN_ static inline __attribute__((unused))
+
 /** Declares a struct type @p name that heads a heap of struct @p type. */
 #define AIOL_HEAP_HEAD(name, type)                                           \
     struct name {                                                            \
@@ -58,13 +61,13 @@
  * orders.
  */
 #define AIOL_HEAP_GENERATE(name, type, field, before)                        \
-    static inline void name##_set_(struct name *h, size_t i,                 \
+    AIOL_HEAP_FN_ void name##_set_(struct name *h, size_t i,                 \
                                    struct type *e)                           \
     {                                                                        \
         h->v[i] = e;                                                         \
         e->field = i;                                                        \
     }                                                                        \
-    static inline void name##_up_(struct name *h, size_t i)                  \
+    AIOL_HEAP_FN_ void name##_up_(struct name *h, size_t i)                  \
     {                                                                        \
         struct type *e = h->v[i];                                            \
         while (i > 0) {                                                      \
@@ -77,7 +80,7 @@
         }                                                                    \
         name##_set_(h, i, e);                                                \
     }                                                                        \
-    static inline void name##_down_(struct name *h, size_t i)                \
+    AIOL_HEAP_FN_ void name##_down_(struct name *h, size_t i)                \
     {                                                                        \
         struct type *e = h->v[i];                                            \
         for (;;) {                                                           \
@@ -98,7 +101,7 @@
         name##_set_(h, i, e);                                                \
     }                                                                        \
     /* Adds @e (in no heap).  O(log n).  0 or -ENOMEM (heap unchanged). */   \
-    static inline int name##_push(struct name *h, struct type *e)            \
+    AIOL_HEAP_FN_ int name##_push(struct name *h, struct type *e)            \
     {                                                                        \
         if (h->n == h->cap) {                                                \
             size_t cap = h->cap ? 2 * h->cap : 64;                           \
@@ -114,24 +117,8 @@
         name##_up_(h, h->n++);                                               \
         return 0;                                                            \
     }                                                                        \
-    /* Takes @e (in @h) out.  O(log n). */                                   \
-    static inline void name##_remove(struct name *h, struct type *e)         \
-    {                                                                        \
-        size_t i = e->field;                                                 \
-        struct type *last = h->v[--h->n];                                    \
-        e->field = AIOL_HEAP_NONE;                                           \
-        if (last == e) {                                                     \
-            return;                                                          \
-        }                                                                    \
-        name##_set_(h, i, last);                                             \
-        if (i > 0 && before(last, h->v[(i - 1) / AIOL_HEAP_D])) {            \
-            name##_up_(h, i);                                                \
-        } else {                                                             \
-            name##_down_(h, i);                                              \
-        }                                                                    \
-    }                                                                        \
     /* Restores order after @e's key changed (@e in @h).  O(log n). */      \
-    static inline void name##_update(struct name *h, struct type *e)         \
+    AIOL_HEAP_FN_ void name##_update(struct name *h, struct type *e)         \
     {                                                                        \
         size_t i = e->field;                                                 \
         if (i > 0 && before(e, h->v[(i - 1) / AIOL_HEAP_D])) {               \
@@ -140,13 +127,24 @@
             name##_down_(h, i);                                              \
         }                                                                    \
     }                                                                        \
+    /* Takes @e (in @h) out.  O(log n). */                                   \
+    AIOL_HEAP_FN_ void name##_remove(struct name *h, struct type *e)         \
+    {                                                                        \
+        size_t i = e->field;                                                 \
+        struct type *last = h->v[--h->n];                                    \
+        e->field = AIOL_HEAP_NONE;                                           \
+        if (last != e) {                                                     \
+            name##_set_(h, i, last);                                         \
+            name##_update(h, last);                                          \
+        }                                                                    \
+    }                                                                        \
     /* The first element, or NULL.  O(1). */                                 \
-    static inline struct type *name##_top(const struct name *h)              \
+    AIOL_HEAP_FN_ struct type *name##_top(const struct name *h)              \
     {                                                                        \
         return h->n ? h->v[0] : NULL;                                        \
     }                                                                        \
     /* Takes the first element out and returns it, or NULL.  O(log n). */    \
-    static inline struct type *name##_pop(struct name *h)                    \
+    AIOL_HEAP_FN_ struct type *name##_pop(struct name *h)                    \
     {                                                                        \
         struct type *e = name##_top(h);                                      \
         if (e != NULL) {                                                     \
@@ -155,12 +153,12 @@
         return e;                                                            \
     }                                                                        \
     /* Number of elements. */                                                \
-    static inline size_t name##_count(const struct name *h)                  \
+    AIOL_HEAP_FN_ size_t name##_count(const struct name *h)                  \
     {                                                                        \
         return h->n;                                                         \
     }                                                                        \
     /* Frees the heap's array; the elements are the owner's. */             \
-    static inline void name##_fini(struct name *h)                           \
+    AIOL_HEAP_FN_ void name##_fini(struct name *h)                           \
     {                                                                        \
         free(h->v);                                                          \
         h->v = NULL;                                                         \
