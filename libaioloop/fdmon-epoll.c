@@ -25,7 +25,6 @@
  * safe; the lock orders it with the table).  wait() sleeps without the lock
  * and takes it once to map the harvested events to handlers.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
@@ -78,24 +77,16 @@ static void epoll_fini(aiol_loop *loop)
     loop->mon_state = NULL;
 }
 
-static uint32_t to_epoll(unsigned events)
-{
-    return (events & AIOL__EV_IN ? EPOLLIN | EPOLLRDHUP : 0u) |
-           (events & AIOL__EV_OUT ? EPOLLOUT : 0u);
-}
-
-static unsigned from_epoll(uint32_t ev)
-{
-    return (ev & EPOLLIN ? AIOL__EV_IN : 0u) |
-           (ev & EPOLLOUT ? AIOL__EV_OUT : 0u) |
-           (ev & EPOLLERR ? AIOL__EV_ERR : 0u) |
-           (ev & (EPOLLHUP | EPOLLRDHUP) ? AIOL__EV_HUP : 0u);
-}
+/* The shared AIOL__EV_* <-> poll bit mapping holds for epoll's bits too. */
+_Static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT &&
+               EPOLLERR == POLLERR && EPOLLHUP == POLLHUP &&
+               EPOLLRDHUP == POLLRDHUP, "epoll and poll bits differ");
 
 int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
                        unsigned nev)
 {
-    struct epoll_event ev = { .events = to_epoll(nev), .data.fd = fd };
+    struct epoll_event ev = { .events = aiol__events_to_poll(nev),
+                              .data.fd = fd };
     int op;
 
     if (oev == nev) {
@@ -172,7 +163,8 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
         aiol__handler *node = aiol__handler_lookup(loop, s->events[i].data.fd);
 
         if (node != NULL && node->events != 0) {
-            aiol__ready_add(ready, node, from_epoll(s->events[i].events));
+            aiol__ready_add(ready, node,
+                            aiol__events_from_poll(s->events[i].events));
             queued++;
         }
     }

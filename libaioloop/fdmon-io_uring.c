@@ -54,7 +54,6 @@
  * seccomp or io_uring_disabled, ENOMEM), init fails and the default backend
  * choice falls back to epoll.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <liburing.h>
@@ -236,19 +235,6 @@ static struct io_uring_sqe *get_sqe(uring_state *s)
     return sqe;
 }
 
-static unsigned to_poll(unsigned events)
-{
-    return (events & AIOL__EV_IN ? POLLIN | POLLRDHUP : 0u) |
-           (events & AIOL__EV_OUT ? POLLOUT : 0u);
-}
-
-static unsigned from_poll(unsigned ev)
-{
-    return (ev & POLLIN ? AIOL__EV_IN : 0u) | (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
-           (ev & POLLERR ? AIOL__EV_ERR : 0u) |
-           (ev & (POLLHUP | POLLRDHUP) ? AIOL__EV_HUP : 0u);
-}
-
 /* Under loop->lock.  Brings fd's poll in line with its handler's events. */
 static void sync_fd(aiol_loop *loop, uring_state *s, int fd)
 {
@@ -273,7 +259,7 @@ static void sync_fd(aiol_loop *loop, uring_state *s, int fd)
     if (want != 0) {
         struct io_uring_sqe *sqe = get_sqe(s);
 
-        io_uring_prep_poll_add(sqe, fd, to_poll(want));
+        io_uring_prep_poll_add(sqe, fd, aiol__events_to_poll(want));
         io_uring_sqe_set_data64(sqe, ud_poll(fd, st->gen));
         st->armed = (uint8_t)want;
     }
@@ -355,7 +341,7 @@ static int reap_one(aiol_loop *loop, uring_state *s,
     if (node == NULL || node->events == 0) {
         return 0;
     }
-    aiol__ready_add(ready, node, from_poll((unsigned)res));
+    aiol__ready_add(ready, node, aiol__events_from_poll((unsigned)res));
     return 1;
 }
 

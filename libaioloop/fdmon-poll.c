@@ -21,7 +21,6 @@
  * files are always readable and writable to poll(2).  ppoll gives the wait
  * nanosecond precision.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
@@ -66,18 +65,6 @@ static void poll_fini(aiol_loop *loop)
     loop->mon_state = NULL;
 }
 
-static short to_poll(unsigned events)
-{
-    return (short)((events & AIOL__EV_IN ? POLLIN : 0) |
-                   (events & AIOL__EV_OUT ? POLLOUT : 0));
-}
-
-static unsigned from_poll(short ev)
-{
-    return (ev & POLLIN ? AIOL__EV_IN : 0u) | (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
-           (ev & POLLERR ? AIOL__EV_ERR : 0u) | (ev & POLLHUP ? AIOL__EV_HUP : 0u);
-}
-
 static int poll_update(aiol_loop *loop, aiol__handler *old,
                        aiol__handler *new_)
 {
@@ -108,7 +95,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
             slot = (long)s->n++;
         }
         s->pfds[slot].fd = new_->fd;
-        s->pfds[slot].events = to_poll(new_->events);
+        s->pfds[slot].events = (short)aiol__events_to_poll(new_->events);
         s->pfds[slot].revents = 0;
         new_->mon_slot = slot;
         return 0;
@@ -175,7 +162,8 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
             }
             continue;
         }
-        aiol__ready_add(ready, node, from_poll(p->revents));
+        aiol__ready_add(ready, node,
+                        aiol__events_from_poll((unsigned short)p->revents));
         queued++;
     }
     pthread_mutex_unlock(&loop->lock);

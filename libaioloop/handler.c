@@ -12,7 +12,6 @@
  * handlers; the outermost poll call frees the list when it finishes.
  * Everything is O(1) in the number of registered handlers.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

@@ -6,6 +6,7 @@
 #ifndef AIOLOOP_INTERNAL_H
 #define AIOLOOP_INTERNAL_H
 
+#include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -50,6 +51,25 @@ enum {
     AIOL__EV_ERR = 1u << 2,
     AIOL__EV_HUP = 1u << 3,
 };
+
+/*
+ * AIOL__EV_* <-> poll(2) bits, shared by every monitor: io_uring's
+ * POLL_ADD takes poll bits, and epoll's EPOLL* bits have the same values
+ * (fdmon-epoll.c asserts it).  Input also asks for POLLRDHUP, so a peer's
+ * shutdown runs the read callback on every backend.
+ */
+static inline unsigned aiol__events_to_poll(unsigned events)
+{
+    return (events & AIOL__EV_IN ? POLLIN | POLLRDHUP : 0u) |
+           (events & AIOL__EV_OUT ? POLLOUT : 0u);
+}
+
+static inline unsigned aiol__events_from_poll(unsigned ev)
+{
+    return (ev & POLLIN ? AIOL__EV_IN : 0u) | (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
+           (ev & POLLERR ? AIOL__EV_ERR : 0u) |
+           (ev & (POLLHUP | POLLRDHUP) ? AIOL__EV_HUP : 0u);
+}
 
 typedef struct aiol__handler aiol__handler;
 

@@ -16,7 +16,6 @@
  *      handlers.
  * docs/design.md describes the phases, nesting and deletion in full.
  */
-#define _GNU_SOURCE
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
