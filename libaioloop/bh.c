@@ -70,11 +70,31 @@ static void bh_free(aiol_bh *bh)
     free(bh);
 }
 
+/*
+ * The flags an enqueue leaves: @set added, and the IDLE bit decided so
+ * that a bottom half runs as idle only if every schedule since it last ran
+ * was idle (a normal schedule is never demoted by a later idle one).
+ */
+static unsigned enqueue_flags(unsigned old, unsigned set)
+{
+    unsigned now = old | BH_PENDING | set;
+
+    if (!(set & BH_SCHEDULED)) {
+        return now; /* delete: IDLE is irrelevant */
+    }
+    if (!(set & BH_IDLE) ||
+        ((old & (BH_PENDING | BH_SCHEDULED)) == (BH_PENDING | BH_SCHEDULED) &&
+         !(old & BH_IDLE))) {
+        now &= ~(unsigned)BH_IDLE;
+    }
+    return now;
+}
+
 /* Any thread.  Sets @set_flags and makes sure @bh is on a list. */
 static void bh_enqueue(aiol_bh *bh, unsigned set_flags)
 {
     aiol_loop *loop = bh->loop;
-    unsigned old;
+    unsigned old = atomic_load_explicit(&bh->flags, memory_order_relaxed);
 
     /*
      * acq_rel: the release orders the caller's writes (the data the
@@ -82,8 +102,10 @@ static void bh_enqueue(aiol_bh *bh, unsigned set_flags)
      * acquire in bh_dequeue(); the acquire pairs with the release in
      * bh_dequeue()'s fetch_and, so bh->next is ours again.
      */
-    old = atomic_fetch_or_explicit(&bh->flags, BH_PENDING | set_flags,
-                                   memory_order_acq_rel);
+    while (!atomic_compare_exchange_weak_explicit(
+               &bh->flags, &old, enqueue_flags(old, set_flags),
+               memory_order_acq_rel, memory_order_relaxed)) {
+    }
     if (!(old & BH_PENDING)) {
         aiol_bh *head = atomic_load_explicit(&loop->bh_list,
                                              memory_order_relaxed);

@@ -421,7 +421,18 @@ static void test_bh_progress(void **state)
     aiol_bh_schedule(a.bh);
     aiol_bh_cancel(a.bh);
     assert_false(aiol_loop_poll(loop, false));        /* cancelled */
-    assert_int_equal(a.runs, 3);
+    /* a normal schedule is not demoted by an idle one, either way round */
+    aiol_bh_schedule_idle(a.bh);
+    aiol_bh_schedule(a.bh);
+    assert_true(aiol_loop_poll(loop, false));         /* idle, then normal */
+    aiol_bh_schedule(a.bh);
+    aiol_bh_schedule_idle(a.bh);
+    assert_true(aiol_loop_poll(loop, false));         /* normal, then idle */
+    aiol_bh_schedule(a.bh);
+    aiol_bh_cancel(a.bh);
+    aiol_bh_schedule_idle(a.bh);
+    assert_false(aiol_loop_poll(loop, false));        /* cancelled, idle */
+    assert_int_equal(a.runs, 6);
     assert_int_equal(b.runs, 1);
     aiol_bh_delete(a.bh);
     aiol_bh_delete(b.bh);

@@ -34,14 +34,17 @@ int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
 
 /**
  * Schedules @p bh to run in the loop's next iteration and wakes the loop.
- * Lock-free; any thread.  No effect if it is already scheduled.
+ * Lock-free; any thread.  No effect if it is already scheduled, except
+ * that a pending idle schedule becomes a normal one (its run counts as
+ * progress).
  */
 void aiol_bh_schedule(aiol_bh *bh);
 
 /**
  * Schedules @p bh as an idle bottom half: it does not wake a sleeping loop
  * but runs within 10 ms, and its running does not count as progress.
- * Any thread.
+ * A bottom half already scheduled normally stays a normal run.  Any
+ * thread.
  */
 void aiol_bh_schedule_idle(aiol_bh *bh);
 
