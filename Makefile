@@ -6,18 +6,22 @@ BUILD       ?= build
 BUILD_ASAN  ?= build-asan
 BUILD_CLANG ?= build-clang
 BUILD_TSAN  ?= build-tsan
+BUILD_FUZZ  ?= build-fuzz
+FUZZ_SECONDS ?= 120
+FUZZ_CORPORA := tests/fuzz/corpus/seed tests/fuzz/corpus/regress
 QEMU_WORK   ?= build-qemu
 QEMU_BACKENDS := epoll io_uring poll
 MESON_TEST  := meson test --print-errorlogs --num-processes 2
 
 # Debian packages the build, the tests and the benchmarks need.
-DEB_PKGS := gcc clang meson ninja-build pkg-config libcmocka-dev python3 \
-            liburing-dev libuv1-dev
+DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
+            libcmocka-dev python3 liburing-dev libuv1-dev
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 .PHONY: all deps check check-gcc check-asan check-clang check-tsan bench clean \
+        fuzz check-fuzz \
         qemu qemu-stock check-qemu check-qemu-stock clean-qemu
 
 all: deps
@@ -38,9 +42,11 @@ deps:
 	fi
 
 # The whole suite: gcc (every backend, unit and stress), ASan+UBSan, clang,
-# TSan (unit and stress), and QEMU 7.2's own unit tests on the fork, once
-# per libaioloop backend.
-check: check-gcc check-asan check-clang check-tsan check-qemu
+# TSan (unit and stress), a time-boxed libFuzzer run of the nested-poll
+# fuzzer, and QEMU 7.2's own unit tests on the fork, once per libaioloop
+# backend.  (Every build also replays the fuzz corpora: unit test
+# fuzz-replay.)
+check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu
 	@echo "make check: all suites passed"
 
 check-gcc: all
@@ -63,6 +69,23 @@ check-tsan: deps
 	ninja -C $(BUILD_TSAN)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch $$(uname -m) -R \
 	  $(MESON_TEST) -C $(BUILD_TSAN) --suite unit --suite stress --timeout-multiplier 3
+
+# The nested-poll fuzzer (docs/fuzzing.md): clang, libFuzzer, ASan+UBSan,
+# the library instrumented too.  `make fuzz FUZZ_SECONDS=3600` for a long
+# run; new corpus entries go to $(BUILD_FUZZ)/corpus, crashes to
+# $(BUILD_FUZZ)/artifacts.  check-fuzz is the CI run: FUZZ_SECONDS of
+# fuzzing from the seed and regression corpora, then their replay.
+fuzz: deps
+	@test -d $(BUILD_FUZZ) || CC=clang meson setup $(BUILD_FUZZ) -Dfuzzer=true \
+	  -Db_sanitize=address,undefined -Db_lundef=false
+	ninja -C $(BUILD_FUZZ)
+	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/artifacts
+	$(SAN_ENV) $(BUILD_FUZZ)/tests/fuzz/fuzz-loop -max_total_time=$(FUZZ_SECONDS) \
+	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(BUILD_FUZZ)/artifacts/ \
+	  $(BUILD_FUZZ)/corpus $(FUZZ_CORPORA)
+
+check-fuzz: fuzz
+	$(SAN_ENV) $(MESON_TEST) -C $(BUILD_FUZZ) --suite fuzz
 
 # The main job: every workload, libaioloop backends and peers side by side.
 bench: all
@@ -90,4 +113,4 @@ clean-qemu:
 	rm -rf $(QEMU_WORK)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN) $(BUILD_FUZZ)
