@@ -163,6 +163,7 @@ typedef struct storm {
 } storm;
 
 static storm g_storm[STORM_THREADS];
+static void nest_sometimes(void);
 
 static void cb_storm(void *opaque)
 {
@@ -174,6 +175,7 @@ static void cb_storm(void *opaque)
     }
     s->seen = last;
     s->runs++;
+    nest_sometimes(); /* only in the mixed test */
 }
 
 static void *storm_thread(void *opaque)
@@ -192,13 +194,8 @@ static void *storm_thread(void *opaque)
     return NULL;
 }
 
-static void test_stress_bh_schedule_storm(void **state)
+static void storms_start(aiol_loop *loop, pthread_t *th)
 {
-    aiol_loop *loop = tu_loop_new();
-    pthread_t th[STORM_THREADS];
-    int ndone = 0;
-
-    (void)state;
     for (int i = 0; i < STORM_THREADS; i++) {
         storm *s = &g_storm[i];
 
@@ -212,21 +209,21 @@ static void test_stress_bh_schedule_storm(void **state)
         assert_int_equal(
             pthread_create(&th[i], NULL, storm_thread, &g_storm[i]), 0);
     }
-    while (ndone < STORM_THREADS) {
-        aiol_loop_poll(loop, true);
-        ndone = 0;
-        for (int i = 0; i < STORM_THREADS; i++) {
-            ndone += atomic_load(&g_storm[i].done);
-        }
-    }
-    for (int i = 0; i < STORM_THREADS; i++) {
-        pthread_join(th[i], NULL);
-    }
-    /* drain: whatever is still scheduled runs now, once */
-    aiol_loop_poll(loop, false);
-    aiol_loop_poll(loop, false);
-    assert_false(aiol_loop_poll(loop, false));
+}
 
+static bool storms_done(void)
+{
+    int ndone = 0;
+
+    for (int i = 0; i < STORM_THREADS; i++) {
+        ndone += atomic_load(&g_storm[i].done);
+    }
+    return ndone == STORM_THREADS;
+}
+
+/* After the threads are joined and the loop drained: checks, deletes. */
+static void storms_check(aiol_loop *loop)
+{
     for (int i = 0; i < STORM_THREADS; i++) {
         storm *s = &g_storm[i];
         long runs = s->runs;
@@ -244,6 +241,26 @@ static void test_stress_bh_schedule_storm(void **state)
         assert_int_equal(s->runs, runs + 1);
         aiol_bh_delete(s->bh);
     }
+}
+
+static void test_stress_bh_schedule_storm(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    pthread_t th[STORM_THREADS];
+
+    (void)state;
+    storms_start(loop, th);
+    while (!storms_done()) {
+        aiol_loop_poll(loop, true);
+    }
+    for (int i = 0; i < STORM_THREADS; i++) {
+        pthread_join(th[i], NULL);
+    }
+    /* drain: whatever is still scheduled runs now, once */
+    aiol_loop_poll(loop, false);
+    aiol_loop_poll(loop, false);
+    assert_false(aiol_loop_poll(loop, false));
+    storms_check(loop);
     assert_int_equal(tu_stats(loop).bh_runs,
                      (uint64_t)(g_storm[0].runs + g_storm[1].runs));
     aiol_loop_free(loop);
@@ -278,6 +295,7 @@ static int g_depth;               /* loop thread */
 static long g_nested_calls;       /* loop thread */
 static long g_cb_count;           /* loop thread */
 static aiol_loop *g_ch_loop;      /* set before the threads start */
+static bool g_mixed;              /* set before the threads start */
 
 static void cb_inst(void *opaque);
 
@@ -322,6 +340,16 @@ static void cb_inst(void *opaque)
     }
 }
 
+/* Mixed test: a bottom half's callback nests now and then, blocking too. */
+static void nest_sometimes(void)
+{
+    if (g_mixed && g_depth < CH_MAX_DEPTH && ++g_cb_count % 5 == 0) {
+        g_depth++;
+        aiol_loop_poll(g_ch_loop, g_cb_count % 3 == 0);
+        g_depth--;
+    }
+}
+
 static void *changer_thread(void *opaque)
 {
     changer *c = opaque;
@@ -360,13 +388,18 @@ static void *changer_thread(void *opaque)
     return NULL;
 }
 
-static void test_stress_fd_set_remove_from_threads(void **state)
+/*
+ * Changer threads set, replace and remove handlers while the owner polls
+ * and nests.  @mixed: bottom-half storm threads (schedules and notifies)
+ * run at the same time, and their callbacks nest polls too.
+ */
+static void fd_changes(bool mixed)
 {
     aiol_loop *loop = tu_loop_new();
-    pthread_t th[CH_THREADS];
+    pthread_t th[CH_THREADS], sth[STORM_THREADS];
     long total_calls = 0, used = 0;
 
-    (void)state;
+    g_mixed = mixed;
     atomic_store(&g_completed, 0);
     atomic_store(&g_ch_done, 0);
     g_cur = 0;
@@ -393,7 +426,10 @@ static void test_stress_fd_set_remove_from_threads(void **state)
         assert_int_equal(pthread_create(&th[i], NULL, changer_thread,
                                         &g_ch[i]), 0);
     }
-    while (atomic_load(&g_ch_done) < CH_THREADS) {
+    if (mixed) {
+        storms_start(loop, sth);
+    }
+    while (atomic_load(&g_ch_done) < CH_THREADS || (mixed && !storms_done())) {
         aiol_loop_poll(loop, true);
         g_cur++;
         atomic_store_explicit(&g_completed, g_cur, memory_order_release);
@@ -401,9 +437,19 @@ static void test_stress_fd_set_remove_from_threads(void **state)
     for (int i = 0; i < CH_THREADS; i++) {
         pthread_join(th[i], NULL);
     }
+    if (mixed) {
+        for (int i = 0; i < STORM_THREADS; i++) {
+            pthread_join(sth[i], NULL);
+        }
+        aiol_loop_poll(loop, false); /* the last schedules run */
+        aiol_loop_poll(loop, false);
+    }
     /* everything is removed: nothing runs any more */
     for (int i = 0; i < 3; i++) {
         assert_false(aiol_loop_poll(loop, false));
+    }
+    if (mixed) {
+        storms_check(loop);
     }
 
     for (int i = 0; i < CH_THREADS; i++) {
@@ -443,6 +489,18 @@ static void test_stress_fd_set_remove_from_threads(void **state)
     aiol_loop_free(loop);
 }
 
+static void test_stress_fd_set_remove_from_threads(void **state)
+{
+    (void)state;
+    fd_changes(false);
+}
+
+static void test_stress_mixed(void **state)
+{
+    (void)state;
+    fd_changes(true);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +508,7 @@ int main(void)
         cmocka_unit_test(test_stress_oneshot_ping_pong),
         cmocka_unit_test(test_stress_bh_schedule_storm),
         cmocka_unit_test(test_stress_fd_set_remove_from_threads),
+        cmocka_unit_test(test_stress_mixed),
     };
     char name[64];
 
