@@ -29,6 +29,7 @@
 #endif
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -38,6 +39,7 @@
 #include <unistd.h>
 
 #include "aioloop/aioloop.h"
+#include "aioloop/embed.h"
 #include "fuzz.h"
 #include "model.h"
 
@@ -46,6 +48,7 @@ enum {
     OP_BH_NEW, OP_BH_SCHED, OP_BH_IDLE, OP_BH_CANCEL, OP_BH_DELETE,
     OP_BH_ONESHOT, OP_T_NEW, OP_T_MOD, OP_T_CANCEL, OP_T_FREE,
     OP_ADVANCE, OP_POLL, OP_POLL_BLOCK, OP_NOTIFY, OP_SELF, OP_END,
+    OP_CLOSE, OP_EMBED,
     OP_COUNT
 };
 
@@ -56,7 +59,8 @@ static const uint8_t op_args[OP_COUNT] = {
     [OP_BH_IDLE] = 1, [OP_BH_CANCEL] = 1, [OP_BH_DELETE] = 1,
     [OP_BH_ONESHOT] = 3, [OP_T_NEW] = 3, [OP_T_MOD] = 2, [OP_T_CANCEL] = 1,
     [OP_T_FREE] = 1, [OP_ADVANCE] = 1, [OP_POLL] = 0, [OP_POLL_BLOCK] = 0,
-    [OP_NOTIFY] = 0, [OP_SELF] = 1, [OP_END] = 0,
+    [OP_NOTIFY] = 0, [OP_SELF] = 1, [OP_END] = 0, [OP_CLOSE] = 1,
+    [OP_EMBED] = 0,
 };
 
 #define OPS_BUDGET 4000
@@ -170,7 +174,8 @@ static void fd_drain(int slot)
     while ((r = read(g.fds[b], buf, sizeof(buf))) > 0) {
         got += r;
     }
-    CHECK(r < 0 && errno == EAGAIN);
+    /* end of file once the writer is gone, else "nothing more for now" */
+    CHECK(m_peer_closed(&g.m, b) ? r == 0 : r < 0 && errno == EAGAIN);
     if (s->kind == FZ_EVENTFD) {
         uint64_t count;
         CHECK(got == 0 || got == sizeof(count));
@@ -202,6 +207,41 @@ static void fd_fill(int slot)
     }
     CHECK(r < 0 && errno == EAGAIN);
     s->full = true;
+}
+
+/*
+ * Closes a slot's fd (only one without a handler: closing a watched fd is
+ * the caller's bug).  Its pipe peer then sees hang-up or error; a later
+ * FD_NEW may get the same fd number, which is what the monitors' stale
+ * state must survive.
+ */
+static void fd_close(int slot)
+{
+    g.m.slots[slot].closed = true;
+    CHECK(close(g.fds[slot]) == 0);
+}
+
+/* Whether @op may touch @slot now. */
+static bool slot_usable(int op, int slot)
+{
+    const m_slot *s = &g.m.slots[slot];
+    int b = m_buffer_slot(&g.m, slot);
+
+    if (s->closed) {
+        return false;
+    }
+    switch (op) {
+    case OP_FEED:
+    case OP_FILL: /* needs both ends: no SIGPIPE, no writing a closed fd */
+        return g.m.slots[b].kind == FZ_EVENTFD ||
+               (!g.m.slots[b].closed && !m_peer_closed(&g.m, b));
+    case OP_DRAIN:
+        return !g.m.slots[b].closed;
+    case OP_CLOSE:
+        return s->handler < 0;
+    default:
+        return true;
+    }
 }
 
 /* ------------------------------------------------------------- handlers */
@@ -399,6 +439,40 @@ static void poll_once(bool blocking)
     m_poll_exit(&g.m, progress);
 }
 
+/*
+ * One iteration the way a host main loop (glib, libev) drives the loop:
+ * prepare, poll the loop's fd, check, dispatch.  Checks the embedding
+ * contract on the way: the loop's fd is readable when a handler's fd is
+ * ready, and prepare's deadline is due when a bottom half is.
+ */
+static void embed_once(void)
+{
+    struct pollfd p = { .events = POLLIN };
+    int64_t deadline;
+    bool progress;
+
+    if (g.polls_left <= 0 || g.m.depth > 0) {
+        return; /* the host loop is the outermost level */
+    }
+    g.polls_left--;
+    p.fd = aiol_loop_get_fd(g.loop);
+    CHECK(p.fd >= 0);
+    deadline = aiol_loop_prepare(g.loop);
+    if (m_bh_due(&g.m)) {
+        CHECK(deadline <= aiol_clock_now_ns());
+    }
+    CHECK(poll(&p, 1, 0) >= 0);
+    if (m_any_ready(&g.m)) {
+        CHECK(p.revents & POLLIN);
+    }
+    (void)aiol_loop_check(g.loop);
+    TRACE("embed dispatch\n");
+    m_poll_enter(&g.m);
+    progress = aiol_loop_dispatch(g.loop);
+    TRACE("embed dispatch returned %d\n", progress);
+    m_poll_exit(&g.m, progress);
+}
+
 /* ------------------------------------------------------------ interpreter */
 
 static void self_op(const obj *self, uint8_t a)
@@ -472,15 +546,17 @@ static void run_ops(size_t pos, size_t max, const obj *self)
         case OP_DRAIN:
         case OP_FILL:
         case OP_REMOVE:
-            if ((slot = slot_pick(x[0])) < 0) {
+        case OP_CLOSE:
+            if ((slot = slot_pick(x[0])) < 0 || !slot_usable(op, slot)) {
                 break;
             }
             (op == OP_FEED ? fd_feed : op == OP_DRAIN ? fd_drain
-             : op == OP_FILL ? fd_fill : handler_remove)(slot);
+             : op == OP_FILL ? fd_fill : op == OP_CLOSE ? fd_close
+             : handler_remove)(slot);
             m_fd_changed(&g.m, slot);
             break;
         case OP_SET:
-            if ((slot = slot_pick(x[0])) >= 0) {
+            if ((slot = slot_pick(x[0])) >= 0 && slot_usable(op, slot)) {
                 handler_set(slot, x[1], script_at(x + 2));
             }
             break;
@@ -517,6 +593,9 @@ static void run_ops(size_t pos, size_t max, const obj *self)
             break;
         case OP_END:
             return;
+        case OP_EMBED:
+            embed_once();
+            break;
         }
     }
 }
@@ -564,7 +643,9 @@ static void teardown(void)
     aiol_clock_free(g.clock);
     aiol_loop_free(g.loop);
     for (int s = 0; s < m->nslots; s++) {
-        close(g.fds[s]);
+        if (!m->slots[s].closed) {
+            close(g.fds[s]);
+        }
     }
 }
 

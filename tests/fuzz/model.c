@@ -44,17 +44,27 @@ int m_buffer_slot(const model *m, int slot)
     return m->slots[slot].kind == FZ_PIPE_W ? m->slots[slot].peer : slot;
 }
 
+bool m_peer_closed(const model *m, int slot)
+{
+    const m_slot *s = &m->slots[slot];
+
+    return s->peer >= 0 && m->slots[s->peer].closed;
+}
+
 bool m_readable(const model *m, int slot)
 {
     const m_slot *s = &m->slots[slot];
 
+    if (s->closed) {
+        return false;
+    }
     switch (s->kind) {
     case FZ_PIPE_R:
-        return s->bytes > 0 || s->full;
+        return s->bytes > 0 || s->full || m_peer_closed(m, slot);
     case FZ_EVENTFD:
         return s->bytes > 0;
     default:
-        return false; /* a pipe's write end never reads */
+        return m_peer_closed(m, slot); /* error: no reader left */
     }
 }
 
@@ -62,9 +72,12 @@ bool m_writable(const model *m, int slot)
 {
     const m_slot *s = &m->slots[slot];
 
+    if (s->closed) {
+        return false;
+    }
     switch (s->kind) {
     case FZ_PIPE_W:
-        return !m->slots[s->peer].full;
+        return !m->slots[s->peer].full || m_peer_closed(m, slot);
     case FZ_EVENTFD:
         return true; /* the counter never gets near its maximum here */
     default:
@@ -88,6 +101,19 @@ void m_fd_changed(model *m, int slot)
         int w = m->slots[b].peer;
         m->slots[w].was |= ready_now(m, w);
     }
+}
+
+bool m_any_ready(const model *m)
+{
+    for (int i = 0; i < m->nh; i++) {
+        const m_handler *h = &m->h[i];
+        unsigned want = (h->rd ? M_EV_IN : 0u) | (h->wr ? M_EV_OUT : 0u);
+
+        if (h->alive && (want & ready_now(m, h->slot))) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /* ------------------------------------------------------------- handlers */
@@ -189,6 +215,26 @@ void m_bh_delete(model *m, int b)
 bool m_bh_idle(const model *m)
 {
     return m->ngq == 0 && m->nsq == 0;
+}
+
+static bool runnable_normal(unsigned f)
+{
+    return (f & (MB_SCHEDULED | MB_DELETED | MB_IDLE)) == MB_SCHEDULED;
+}
+
+bool m_bh_due(const model *m)
+{
+    for (int i = 0; i < m->ngq; i++) {
+        if (runnable_normal(m->bh[m->gq[i]].flags)) {
+            return true;
+        }
+    }
+    for (int i = 0; i < m->nsq; i++) {
+        if (runnable_normal(m->bh[m->sq[i]].flags)) {
+            return true;
+        }
+    }
+    return false;
 }
 
 /*

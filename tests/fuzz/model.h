@@ -35,7 +35,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-#define FZ_MAX_SLOTS 12      /* fd slots (a pipe takes two) */
+#define FZ_MAX_SLOTS 16      /* fd slots (a pipe takes two) */
 #define FZ_MAX_HANDLERS 256  /* handlers set per input */
 #define FZ_MAX_BHS 64        /* bottom halves, one-shots included */
 #define FZ_MAX_TIMERS 24
@@ -50,6 +50,7 @@ typedef struct m_slot {
     int peer;       /* the pipe's other end's slot, or -1 */
     long bytes;     /* pipe (read end): bytes buffered; eventfd: counter */
     bool full;      /* pipe (read end): filled until EAGAIN */
+    bool closed;    /* closed by the harness: no handler, no more ops */
     int handler;    /* id of the handler set on it, or -1 */
     unsigned was;   /* M_EV_* it had at some moment since the last wait */
 } m_slot;
@@ -136,8 +137,20 @@ void m_fd_changed(model *m, int slot);
 
 /* fds: the harness reports what it did and what the kernel answered. */
 int m_slot_add(model *m, fz_kind kind, int peer);
+/*
+ * Readiness as the callbacks see it: "readable" means the read callback is
+ * due (input, hang-up or error), "writable" the write callback (output or
+ * error).  A pipe end whose peer is closed gets hang-up (read end) or
+ * error (write end).
+ */
 bool m_readable(const model *m, int slot);
 bool m_writable(const model *m, int slot);
+/* True when the other end of @slot's pipe is closed. */
+bool m_peer_closed(const model *m, int slot);
+/* True when some handler's fd is ready for it (the loop's fd must be). */
+bool m_any_ready(const model *m);
+/* True when a bottom half that is not idle waits to run. */
+bool m_bh_due(const model *m);
 /* The pipe read end (or eventfd) whose buffer @slot's writes and reads use. */
 int m_buffer_slot(const model *m, int slot);
 

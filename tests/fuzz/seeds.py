@@ -14,7 +14,8 @@ import sys
 OPS = ["fd_new", "feed", "drain", "fill", "set", "remove",
        "bh_new", "bh_sched", "bh_idle", "bh_cancel", "bh_delete",
        "bh_oneshot", "t_new", "t_mod", "t_cancel", "t_free",
-       "advance", "poll", "poll_block", "notify", "self", "end"]
+       "advance", "poll", "poll_block", "notify", "self", "end",
+       "close", "embed"]
 PIPE, EVENTFD = 0, 1
 RD, WR, RW = 1, 2, 3
 EPOLL = 1
@@ -99,6 +100,25 @@ SEEDS = {
         ("poll",), ("poll",), ("end",),
         ("label", "fill"), ("fill", 1),
         ("label", "drain"), ("drain", 0),
+        ("label", "none"), ("end",),
+    ],
+    # hang-up and error: a pipe end closed under the other end's handler;
+    # fd numbers reused after close
+    "hangup": [
+        ("fd_new", PIPE), ("fd_new", PIPE), ("set", 0, RD, S("none", 0)),
+        ("set", 3, RW, S("none", 0)), ("poll",), ("close", 1), ("close", 2),
+        ("poll",), ("poll",), ("remove", 0), ("remove", 3), ("close", 0),
+        ("fd_new", EVENTFD), ("feed", 4), ("set", 4, RD, S("drain4", 1)),
+        ("poll",), ("poll",), ("end",),
+        ("label", "drain4"), ("drain", 4),
+        ("label", "none"), ("end",),
+    ],
+    # driven like a host main loop: prepare, poll the loop fd, check, dispatch
+    "embed": [
+        ("fd_new", EVENTFD), ("feed", 0), ("set", 0, RD, S("drain", 2)),
+        ("bh_new", S("none", 0)), ("bh_sched", 0), ("embed",), ("embed",),
+        ("feed", 0), ("embed",), ("poll",), ("embed",), ("end",),
+        ("label", "drain"), ("drain", 0), ("poll",),
         ("label", "none"), ("end",),
     ],
     # a mix: handlers replaced from callbacks, nested polls from bottom
