@@ -92,6 +92,14 @@ SEEDS = {
         ("label", "free"), ("self", 0),
         ("label", "arm2"), ("t_mod", 0, 0), ("poll",),
     ],
+    # deadlines at now - 1, now, now + 1 (T_MOD's operand is now + d - 64)
+    "timer-boundaries": [
+        ("t_new", S("none", 0)), ("t_new", S("none", 0)), ("t_new", S("none", 0)),
+        ("t_mod", 0, 65), ("t_mod", 1, 64), ("t_mod", 2, 63), ("poll",),
+        ("poll",), ("advance", 1), ("poll",), ("t_mod", 0, 64), ("t_mod", 1, 64),
+        ("poll_block",), ("end",),
+        ("label", "none"), ("end",),
+    ],
     # write readiness: a full pipe is not writable until drained
     "write-ready": [
         ("fd_new", PIPE), ("fd_new", EVENTFD),
