@@ -7,6 +7,7 @@ BUILD_ASAN  ?= build-asan
 BUILD_CLANG ?= build-clang
 BUILD_TSAN  ?= build-tsan
 BUILD_FUZZ  ?= build-fuzz
+BUILD_AFL   ?= build-afl
 FUZZ_SECONDS ?= 120
 FUZZ_CORPORA := tests/fuzz/corpus/seed tests/fuzz/corpus/regress
 QEMU_WORK   ?= build-qemu
@@ -21,7 +22,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
 .PHONY: all deps check check-gcc check-asan check-clang check-tsan bench clean \
-        fuzz check-fuzz \
+        fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-stock clean-qemu
 
 all: deps
@@ -87,6 +88,21 @@ fuzz: deps
 check-fuzz: fuzz
 	$(SAN_ENV) $(MESON_TEST) -C $(BUILD_FUZZ) --suite fuzz
 
+# The same harness under AFL++ (Debian afl++, persistent mode through its
+# libFuzzer driver, no sanitizers): FUZZ_SECONDS of afl-fuzz from the seed
+# corpus; fails if it saved a crash (in $(BUILD_AFL)/out/default/crashes).
+fuzz-afl:
+	@$(MAKE) --no-print-directory deps DEB_PKGS="$(DEB_PKGS) afl++"
+	@test -d $(BUILD_AFL) || CC=afl-clang-fast meson setup $(BUILD_AFL) \
+	  -Dfuzzer=true -Db_lundef=false
+	ninja -C $(BUILD_AFL) tests/fuzz/fuzz-loop
+	AFL_SKIP_CPUFREQ=1 AFL_I_DONT_CARE_ABOUT_MISSING_CRASHES=1 AFL_NO_UI=1 AFL_AUTORESUME=1 \
+	  afl-fuzz -V $(FUZZ_SECONDS) -i tests/fuzz/corpus/seed -o $(BUILD_AFL)/out \
+	  -- $(BUILD_AFL)/tests/fuzz/fuzz-loop
+	@if ls $(BUILD_AFL)/out/default/crashes/id* >/dev/null 2>&1; then \
+	  echo "fuzz-afl: crashes saved in $(BUILD_AFL)/out/default/crashes"; exit 1; fi
+	@grep -E 'execs_per_sec|edges_found|total_edges' $(BUILD_AFL)/out/default/fuzzer_stats
+
 # The main job: every workload, libaioloop backends and peers side by side.
 bench: all
 	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
@@ -113,4 +129,5 @@ clean-qemu:
 	rm -rf $(QEMU_WORK)
 
 clean:
-	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN) $(BUILD_FUZZ)
+	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN) $(BUILD_FUZZ) \
+	  $(BUILD_AFL)
