@@ -81,9 +81,12 @@ fuzz: deps
 	  -Db_sanitize=address,undefined -Db_lundef=false
 	ninja -C $(BUILD_FUZZ)
 	mkdir -p $(BUILD_FUZZ)/corpus $(BUILD_FUZZ)/artifacts
-	$(SAN_ENV) $(BUILD_FUZZ)/tests/fuzz/fuzz-loop -max_total_time=$(FUZZ_SECONDS) \
+	@echo "make fuzz: $(FUZZ_SECONDS) s of libFuzzer, log in $(BUILD_FUZZ)/fuzz.log"
+	@$(SAN_ENV) $(BUILD_FUZZ)/tests/fuzz/fuzz-loop -max_total_time=$(FUZZ_SECONDS) \
 	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(BUILD_FUZZ)/artifacts/ \
-	  $(BUILD_FUZZ)/corpus $(FUZZ_CORPORA)
+	  $(BUILD_FUZZ)/corpus $(FUZZ_CORPORA) > $(BUILD_FUZZ)/fuzz.log 2>&1 || \
+	  { tail -n 80 $(BUILD_FUZZ)/fuzz.log; echo "make fuzz: FAILED, input in $(BUILD_FUZZ)/artifacts"; exit 1; }
+	@grep -E 'INITED|DONE|stat::' $(BUILD_FUZZ)/fuzz.log
 
 check-fuzz: fuzz
 	$(SAN_ENV) $(MESON_TEST) -C $(BUILD_FUZZ) --suite fuzz
