@@ -56,7 +56,10 @@ static void count_ready(int idx)
  * then poll until every byte written was read.  Each read callback reads
  * its byte and, while writes are left, writes one into the next pair.
  * "event" times the polls after the first writes; "total" also the
- * re-arm.
+ * re-arm.  Re-arm is each library's way to register again a handler that
+ * is registered already: its replacing call where it has one
+ * (aiol_fd_set, uv_poll_start, g_source_modify_unix_fd), else remove +
+ * add (ev_io_stop + ev_io_start, event_del + event_add as in bench.c).
  */
 static struct {
     int n;
