@@ -13,19 +13,23 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := gcc clang meson ninja-build pkg-config libcmocka-dev python3 \
             liburing-dev libuv1-dev
+# The peers `make bench` compares against, the plots and the syscall count.
+BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
+              strace
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps check check-gcc check-asan check-clang check-tsan bench clean \
+.PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench clean \
         qemu qemu-stock check-qemu check-qemu-stock clean-qemu
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD)
 	ninja -C $(BUILD)
 
-deps:
-	@missing=$$(for p in $(DEB_PKGS); do \
+# $(call install_missing,PACKAGES): apt-get installs those not installed.
+define install_missing
+	@missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	  done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -36,6 +40,13 @@ deps:
 	  echo "make deps: missing packages; run as root:"; \
 	  echo "  apt-get update && apt-get install -y $$missing"; exit 1; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEB_PKGS))
+
+bench-deps: deps
+	$(call install_missing,$(BENCH_PKGS))
 
 # The whole suite: gcc (every backend, unit and stress), ASan+UBSan, clang,
 # TSan (unit and stress), and QEMU 7.2's own unit tests on the fork, once
@@ -64,8 +75,14 @@ check-tsan: deps
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch $$(uname -m) -R \
 	  $(MESON_TEST) -C $(BUILD_TSAN) --suite unit --suite stress --timeout-multiplier 3
 
-# The main job: every workload, libaioloop backends and peers side by side.
-bench: all
+# The main job: every workload, libaioloop backends and peers side by side;
+# prints the table and writes $(BUILD)/bench-results (BENCH_ARGS=--quick
+# for the short run, --docs to copy the results to docs/bench).  A build
+# dir configured before a peer was installed is reconfigured to find it.
+bench: bench-deps all
+	@for b in ev uv event glib; do \
+	  test -x $(BUILD)/bench/bench-$$b || { meson setup --reconfigure $(BUILD) >/dev/null && ninja -C $(BUILD); break; }; \
+	done
 	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
 
 # The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our
