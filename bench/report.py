@@ -1,5 +1,10 @@
 """bench/report.py - the table, the BRIEF §8 target checks and the gnuplot
-plots from one run of bench/run.py (results as a list of dicts)."""
+plots from one run of bench/run.py (results as a list of dicts).
+
+Run alone, it redoes them from a run's results.json, without measuring:
+    report.py RESULTS_JSON OUT_DIR
+"""
+import json
 import os
 import shutil
 import subprocess
@@ -218,10 +223,12 @@ plot for [i=2:{len(cols) + 1}] "{w}_total_us.dat" using 1:i with linespoints tit
 unset multiplot
 """
         made += run_gnuplot(out_dir, w, gp)
-    for w, metrics, ylabel, title in (
+    for w, metrics, keys, ylabel, title in (
             ("timers", ("arm_ns_per_timer", "fire_cpu_ns_per_timer"),
-             "ns per timer", "million timers: arm and fire (CPU) per timer"),
-            ("wakeup", ("ns_per_roundtrip",), "µs per round trip",
+             ("arm", "fire (CPU time)"), "ns per timer",
+             "million timers: arm and fire per timer"),
+            ("wakeup", ("ns_per_roundtrip",), ("round trip",),
+             "µs per round trip",
              "cross-thread wakeup ping-pong: round-trip latency")):
         for n in res.ns(w):
             cols = [c for c in columns if res.get(w, n, c, metrics[0]) is not None]
@@ -233,7 +240,7 @@ unset multiplot
                         str(res.get(w, n, c, m) / scale) for m in metrics) + "\n")
             plot = ", ".join(
                 f'"{w}.dat" using {i + 2}' + (":xtic(1)" if i == 0 else "")
-                + f' title "{m}"' for i, m in enumerate(metrics))
+                + f' title "{keys[i]}"' for i in range(len(metrics)))
             gp = f"""set terminal pngcairo size 900,480 font ",10" noenhanced
 set output "{w}.png"
 set style data histograms
@@ -276,3 +283,12 @@ def write_all(out_dir, info, results, columns):
     with open(os.path.join(out_dir, "plots.md"), "w") as f:
         f.write("".join(f"![{p[:-4]}](bench/{p})\n\n" for p in made))
     return tab, tgt
+
+
+if __name__ == "__main__":
+    with open(sys.argv[1]) as f:
+        run = json.load(f)
+    os.makedirs(sys.argv[2], exist_ok=True)
+    cols = list(dict.fromkeys(r["lib"] for r in run["results"]))
+    cols.sort(key=lambda c: list(NAMES.values()).index(c.split(":")[0]))
+    write_all(sys.argv[2], run["info"], run["results"], cols)
