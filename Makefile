@@ -17,11 +17,14 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             libcmocka-dev python3 liburing-dev libuv1-dev
+# The peers `make bench` compares against, the plots and the syscall count.
+BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
+              strace
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps check check-gcc check-asan check-clang check-tsan bench clean \
+.PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-stock clean-qemu
 
@@ -29,8 +32,9 @@ all: deps
 	@test -d $(BUILD) || meson setup $(BUILD)
 	ninja -C $(BUILD)
 
-deps:
-	@missing=$$(for p in $(DEB_PKGS); do \
+# $(call install_missing,PACKAGES): apt-get installs those not installed.
+define install_missing
+	@missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | grep -q '^install ok installed' || echo $$p; \
 	  done); \
 	if [ -z "$$missing" ]; then exit 0; fi; \
@@ -41,6 +45,13 @@ deps:
 	  echo "make deps: missing packages; run as root:"; \
 	  echo "  apt-get update && apt-get install -y $$missing"; exit 1; \
 	fi
+endef
+
+deps:
+	$(call install_missing,$(DEB_PKGS))
+
+bench-deps: deps
+	$(call install_missing,$(BENCH_PKGS))
 
 # The whole suite: gcc (every backend, unit and stress), ASan+UBSan, clang,
 # TSan (unit and stress), a time-boxed libFuzzer run of the nested-poll
@@ -94,8 +105,8 @@ check-fuzz: fuzz
 # The same harness under AFL++ (Debian afl++, persistent mode through its
 # libFuzzer driver, no sanitizers): FUZZ_SECONDS of afl-fuzz from the seed
 # corpus; fails if it saved a crash (in $(BUILD_AFL)/out/default/crashes).
-fuzz-afl:
-	@$(MAKE) --no-print-directory deps DEB_PKGS="$(DEB_PKGS) afl++"
+fuzz-afl: deps
+	$(call install_missing,afl++)
 	@test -d $(BUILD_AFL) || CC=afl-clang-fast meson setup $(BUILD_AFL) \
 	  -Dfuzzer=true -Db_lundef=false
 	ninja -C $(BUILD_AFL) tests/fuzz/fuzz-loop
@@ -106,8 +117,14 @@ fuzz-afl:
 	  echo "fuzz-afl: crashes saved in $(BUILD_AFL)/out/default/crashes"; exit 1; fi
 	@grep -E 'execs_per_sec|edges_found|total_edges' $(BUILD_AFL)/out/default/fuzzer_stats
 
-# The main job: every workload, libaioloop backends and peers side by side.
-bench: all
+# The main job: every workload, libaioloop backends and peers side by side;
+# prints the table and writes $(BUILD)/bench-results (BENCH_ARGS=--quick
+# for the short run, --docs to copy the results to docs/bench).  A build
+# dir configured before a peer was installed is reconfigured to find it.
+bench: bench-deps all
+	@for b in ev uv event glib; do \
+	  test -x $(BUILD)/bench/bench-$$b || { meson setup --reconfigure $(BUILD) >/dev/null && ninja -C $(BUILD); break; }; \
+	done
 	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
 
 # The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our

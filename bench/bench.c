@@ -42,6 +42,11 @@ _Noreturn void bench_fail(const char *file, int line, const char *what)
     exit(2);
 }
 
+long bench_iters(const bench_args *args, long def)
+{
+    return args->iters > 0 ? args->iters : def;
+}
+
 static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
@@ -51,7 +56,7 @@ static int cmp_double(const void *a, const void *b)
 static void usage(const char *lib, const bench_workload *w, size_t n)
 {
     fprintf(stderr, "usage: bench-%s <workload> [--n N] [--runs R] "
-            "[--backend B]\n       bench-%s --list\nworkloads:", lib, lib);
+            "[--backend B] [--iters K]\n       bench-%s --list\nworkloads:", lib, lib);
     for (size_t i = 0; i < n; i++) {
         fprintf(stderr, " %s", w[i].name);
     }
@@ -64,7 +69,7 @@ int bench_main(const char *lib, int argc, char **argv,
     static double samples[BENCH_MAX_METRICS][MAX_RUNS];
     bench_metric metrics[BENCH_MAX_METRICS];
     const bench_workload *w = NULL;
-    bench_args args = { .backend = NULL, .n = 0 };
+    bench_args args = { .backend = NULL, .n = 0, .iters = 0 };
     int runs = 5, nmetrics = 0;
 
     if (argc >= 2 && strcmp(argv[1], "--list") == 0) {
@@ -88,6 +93,8 @@ int bench_main(const char *lib, int argc, char **argv,
             args.n = atol(argv[i + 1]);
         } else if (strcmp(argv[i], "--runs") == 0) {
             runs = atoi(argv[i + 1]);
+        } else if (strcmp(argv[i], "--iters") == 0) {
+            args.iters = atol(argv[i + 1]);
         } else if (strcmp(argv[i], "--backend") == 0) {
             args.backend = argv[i + 1];
         } else {

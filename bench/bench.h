@@ -11,7 +11,13 @@
  * bench/run.py drives the binaries, interleaving libraries, and builds the
  * tables.  Usage of a binary:  bench-<lib> --list
  *                              bench-<lib> <workload> [--n N] [--runs R]
- *                                          [--backend B]
+ *                                          [--backend B] [--iters K]
+ *
+ * The workloads themselves (their shapes, what they time, the checks that
+ * every expected callback ran) are written once, below and in bench.c; a
+ * library's file only supplies the operations (bench_fd_ops,
+ * bench_defer_ops, bench_timer_ops) in its own API.  Only the cross-thread
+ * wakeup is written per library, as threads and loops pair differently.
  */
 #ifndef AIOLOOP_BENCH_H
 #define AIOLOOP_BENCH_H
@@ -24,6 +30,7 @@
 typedef struct bench_args {
     const char *backend; /* libaioloop backend, or NULL */
     long n;              /* workload size (pipes, timers...) */
+    long iters;          /* --iters: iterations per run, 0 = the default */
 } bench_args;
 
 typedef struct bench_metric {
@@ -60,5 +67,113 @@ void bench_raise_nofile(void);
         }                                                                    \
     } while (0)
 _Noreturn void bench_fail(const char *file, int line, const char *what);
+
+/* Iterations per run: args->iters when given, else @def. */
+long bench_iters(const bench_args *args, long def);
+
+/* ------------------------------------------------ shared workload shapes */
+
+/*
+ * Callback counting: every library's callbacks report here, and each
+ * workload BENCH_CHECKs the count it expects.
+ */
+void bench_hit(void);
+long bench_hits(void);
+
+/*
+ * Fd workloads (chain, churn, idle_poll).  A handler is identified by a
+ * small index; the library's read callback for index i calls
+ * bench_fd_ready(i).
+ */
+typedef struct bench_fd_ops {
+    void *(*loop_new)(const bench_args *args, long nhandlers);
+    void (*loop_free)(void *loop);
+    /* Untimed: create whatever per-handler object the library needs. */
+    void (*prepare)(void *loop, int idx, int fd);
+    /* Watch @fd for reading; on an already watched index, re-arm it the
+     * library's usual way (libevent's event_del + event_add). */
+    void (*watch)(void *loop, int idx, int fd);
+    void (*unwatch)(void *loop, int idx, int fd);
+    /* One non-blocking loop iteration. */
+    void (*poll)(void *loop);
+    /* Optional: fd-monitor syscalls so far (the library's own count). */
+    uint64_t (*syscalls)(void *loop);
+} bench_fd_ops;
+
+void bench_fd_ready(int idx);
+
+/* libevent's bench.c shape, see bench.c; 3 metrics (2 without syscalls). */
+int bench_chain(const bench_fd_ops *ops, const bench_args *args,
+                bench_metric *out, int active, long writes);
+/* Add and remove n handlers: back to back, and with a poll after each
+ * batch so that the changes reach the kernel. */
+int bench_churn(const bench_fd_ops *ops, const bench_args *args,
+                bench_metric *out);
+/* An empty non-blocking poll with n handlers registered. */
+int bench_idle_poll(const bench_fd_ops *ops, const bench_args *args,
+                    bench_metric *out);
+
+/*
+ * Deferred callbacks ("run this soon", libaioloop's bottom halves).  The
+ * library's callback calls bench_hit().
+ */
+typedef struct bench_defer_ops {
+    void *(*loop_new)(const bench_args *args);
+    void (*loop_free)(void *loop);
+    void *(*defer_new)(void *loop);
+    void (*defer_free)(void *loop, void *d);
+    void (*schedule)(void *d);
+    void (*poll)(void *loop); /* one non-blocking iteration */
+} bench_defer_ops;
+
+int bench_bh_single(const bench_defer_ops *ops, const bench_args *args,
+                    bench_metric *out);
+int bench_bh_burst(const bench_defer_ops *ops, const bench_args *args,
+                   bench_metric *out);
+
+/*
+ * libuv's million_timers shape: n one-shot timers, timer i due
+ * bench_timer_ms(i) ms after arming (1000 timers per ms); the callback
+ * calls bench_hit().
+ */
+typedef struct bench_timer_ops {
+    void *(*loop_new)(const bench_args *args);
+    void (*loop_free)(void *loop);
+    void (*arm)(void *loop, long i, long timeout_ms);
+    void (*run)(void *loop); /* until bench_hits() == n */
+    void (*free_all)(void *loop);
+} bench_timer_ops;
+
+static inline long bench_timer_ms(long i)
+{
+    return i / 1000 + 1;
+}
+
+int bench_timers(const bench_timer_ops *ops, const bench_args *args,
+                 bench_metric *out);
+
+/*
+ * A library's whole benchmark binary: its operations (NULL where it has
+ * none), its wakeup workload and any workloads of its own.  Builds the
+ * workload table (chain_a1, chain_a100, churn, idle_poll from @fd;
+ * bh_single, bh_burst from @defer; timers; wakeup; then @extra) and runs
+ * bench_main().
+ */
+typedef struct bench_lib {
+    const char *name;
+    const bench_fd_ops *fd;
+    const bench_defer_ops *defer;
+    const bench_timer_ops *timer;
+    bench_fn *wakeup;
+    const bench_workload *extra;
+    size_t nextra;
+} bench_lib;
+
+int bench_lib_main(const bench_lib *lib, int argc, char **argv);
+
+/* Cross-thread ping-pong result: ns per round trip after checking that
+ * every round ran. */
+int bench_wakeup_result(bench_metric *out, int64_t t0, long rounds,
+                        long target);
 
 #endif

@@ -1,105 +1,215 @@
 #!/usr/bin/python3
-"""bench/run.py - runs the benchmark binaries side by side and prints the table.
+"""bench/run.py - runs the benchmark binaries side by side; `make bench`.
 
-Each library's binary (bench-aiol, bench-uv, ...) implements the shared
-workloads (see bench.h).  Libraries are run interleaved, round by round, so
-that machine noise hits them alike; each round's binary reports the median
-of its own runs, and the table shows the median over rounds and each peer's
-ratio to the row's first column (for times, > 1 means the first column is
-faster).
+Each library's binary (bench-aiol, bench-ev, bench-uv, bench-event,
+bench-glib, bench-epoll) runs the shared workloads (bench.h,
+workloads.c).  Libraries are run interleaved, round by round, so that
+machine noise hits them alike; each round's binary reports the median of
+its own runs, and the table shows the median over rounds and each
+library's ratio to libaioloop on epoll, the default backend (for times,
+above 1 means libaioloop is faster).  A binary that was not built (its
+library missing) or that lacks a workload is skipped.
 
-usage: run.py BUILD_DIR [--quick] [--markdown FILE]
+Syscalls per empty poll are counted for every library by a separate short
+pass under `strace -f -c`: the idle-poll workload runs with two iteration
+counts and the difference in total syscalls, divided by the difference in
+polls, is the per-poll count (set-up cancels out).  libaioloop also counts
+its own fd-monitor syscalls (loop stats).
+
+usage: run.py BUILD_DIR [--quick] [--out DIR] [--docs]
+  --out   where table.md, targets.md, results.json and the PNG plots go
+          (default BUILD_DIR/bench-results)
+  --docs  also copy the plots to docs/bench/ and the tables there
 """
 import argparse
+import json
 import os
-import platform
+import re
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 
-# (workload, n, variants): each variant is (binary, backend or None).  The
-# first variant is the reference the others' ratios are taken against.
-AIOL = [("aiol", "epoll"), ("aiol", "io_uring")]
-WORKLOADS = [
-    ("bh_single", 1, AIOL),
-    ("bh_burst", 1000, AIOL),
-    ("wakeup", 20000, AIOL + [("uv", None)]),
-    ("timers", 1000000, [("aiol", "epoll"), ("uv", None)]),
-    ("idle_poll", 1000, AIOL),
-    ("churn", 1000, AIOL + [("aiol", "poll")]),
-] + [("ready1", n, AIOL + ([("aiol", "poll")] if n <= 1000 else []))
-     for n in (1, 64, 1000, 9900)] \
-  + [(w, n, AIOL) for w in ("chain_a1", "chain_a100") for n in (100, 1000, 9900)]
-QUICK_SKIP = {("ready1", 9900), ("chain_a1", 9900), ("chain_a100", 9900)}
-QUICK_N = {"wakeup": 5000, "timers": 200000}
+import report
+
+REF = ("aiol", "epoll")
+VARIANTS = [REF, ("aiol", "io_uring"), ("aiol", "poll"), ("ev", None),
+            ("uv", None), ("event", None), ("glib", None), ("epoll", None)]
+AIOL = [v for v in VARIANTS if v[0] == "aiol"]
+
+# (workload, n, runs per invocation, variants or None for all).  Quick
+# mode drops the largest n and shrinks the long ones (QUICK_N).  A chain
+# run is already 25 iterations; at n = 9900 (glib and poll take seconds
+# there) one run per round is enough.
+WORKLOADS = (
+    [("chain_a1", n, 1 if n > 1000 else 3, None) for n in (100, 1000, 9900)]
+    + [("chain_a100", n, 1 if n > 1000 else 3, None) for n in (100, 1000, 9900)]
+    + [("churn", n, 3, None) for n in (1000, 10000)]
+    + [("idle_poll", 1000, 3, None),
+       ("bh_single", 1, 3, None),
+       ("bh_burst", 1000, 3, None),
+       ("wakeup", 10000, 1, None),
+       ("timers", 1000000, 1, None)]
+    + [("ready1", n, 3, AIOL if n <= 1000 else AIOL[:2])  # poll(2) is O(n)
+       for n in (1, 1000, 9900)]
+)
+QUICK_SKIP = {("chain_a1", 9900), ("chain_a100", 9900), ("churn", 10000),
+              ("ready1", 9900)}
+QUICK_N = {"wakeup": 2000, "timers": 200000}
+STRACE_N, STRACE_ITERS = 1000, (1000, 3000)
 
 
-def label(variant):
+def binary(build, lib):
+    return os.path.join(build, "bench", "bench-" + lib)
+
+
+def run_one(build, variant, workload, n, runs, iters=None):
     lib, backend = variant
-    return {"aiol": "aioloop", "uv": "libuv"}.get(lib, lib) + (f":{backend}" if backend else "")
-
-
-def run_one(build, variant, workload, n, runs):
-    lib, backend = variant
-    cmd = [os.path.join(build, "bench", "bench-" + lib), workload,
-           "--n", str(n), "--runs", str(runs)]
+    cmd = [binary(build, lib), workload, "--n", str(n), "--runs", str(runs)]
     if backend:
         cmd += ["--backend", backend]
+    if iters:
+        cmd += ["--iters", str(iters)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     res = {}
     for line in out.splitlines():
         kv = dict(f.split("=", 1) for f in line.split())
-        res[kv["metric"]] = (float(kv["median"]), kv["unit"])
+        res[kv["metric"]] = float(kv["median"])
     return res
+
+
+def strace_calls(build, variant, iters):
+    """Total syscalls of one idle_poll invocation (warm-up + 1 run)."""
+    lib, backend = variant
+    out = os.path.join("/tmp", f"bench-strace-{os.getpid()}")
+    cmd = ["strace", "-f", "-c", "-q", "-o", out, binary(build, lib),
+           "idle_poll", "--n", str(STRACE_N), "--runs", "1", "--iters",
+           str(iters)] + (["--backend", backend] if backend else [])
+    subprocess.run(cmd, check=True, capture_output=True)
+    with open(out) as f:
+        text = f.read()
+    os.unlink(out)
+    total = [l for l in text.splitlines() if l.rstrip().endswith(" total")]
+    return int(total[-1].split()[3])
+
+
+def strace_pass(build, variants):
+    """Syscalls per empty poll for each variant, or {} without strace."""
+    if not shutil.which("strace"):
+        print("run.py: strace not found, skipping the syscall pass",
+              file=sys.stderr)
+        return {}
+    res = {}
+    lo, hi = STRACE_ITERS
+    for v in variants:
+        print(f"  strace pass: idle_poll n={STRACE_N}: {report.label(v)}",
+              file=sys.stderr, flush=True)
+        calls = [strace_calls(build, v, k) for k in (lo, hi)]
+        res[v] = (calls[1] - calls[0]) / (2 * (hi - lo))  # warm-up + 1 run
+    return res
+
+
+def workloads_of(build, lib):
+    out = subprocess.run([binary(build, lib), "--list"], check=True,
+                         capture_output=True, text=True).stdout
+    return set(out.split())
+
+
+def versions():
+    def pkg(name):
+        r = subprocess.run(["pkg-config", "--modversion", name],
+                           capture_output=True, text=True)
+        return r.stdout.strip() or "-"
+
+    def deb(name):
+        r = subprocess.run(["dpkg-query", "-W", "-f=${Version}", name],
+                           capture_output=True, text=True)
+        return r.stdout.strip() or "-"
+
+    return {"libev": deb("libev-dev"), "libuv": pkg("libuv"),
+            "libevent": pkg("libevent"), "glib": pkg("glib-2.0"),
+            "liburing": pkg("liburing")}
+
+
+def machine():
+    cpu = "-"
+    with open("/proc/cpuinfo") as f:
+        m = re.search(r"model name\s*:\s*(.*)", f.read())
+        cpu = m.group(1).strip() if m else cpu
+    return {"cpu": cpu, "cpus": os.cpu_count(), "kernel": os.uname().release,
+            "host": os.uname().nodename,
+            "load_start": os.getloadavg()[0]}
 
 
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
     ap.add_argument("--quick", action="store_true")
-    ap.add_argument("--markdown")
+    ap.add_argument("--out")
+    ap.add_argument("--docs", action="store_true")
     a = ap.parse_args()
-    rounds, runs = (3, 3) if a.quick else (5, 3)
-    present = lambda v: os.path.exists(os.path.join(a.build, "bench", "bench-" + v[0]))
-    todo = [(w, QUICK_N.get(w, n) if a.quick else n, [v for v in vs if present(v)])
-            for w, n, vs in WORKLOADS if not (a.quick and (w, n) in QUICK_SKIP)]
+    out_dir = a.out or os.path.join(a.build, "bench-results")
+    rounds = 3 if a.quick else 5
+    lists = {lib: workloads_of(a.build, lib)
+             for lib in {v[0] for v in VARIANTS}
+             if os.path.exists(binary(a.build, lib))}
+    todo = []
+    for w, n, runs, vs in WORKLOADS:
+        if a.quick and (w, n) in QUICK_SKIP:
+            continue
+        vs = [v for v in (vs or VARIANTS) if w in lists.get(v[0], ())]
+        todo.append((w, QUICK_N.get(w, n) if a.quick else n, runs, vs))
 
-    rows = []
+    info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+            "mode": "quick" if a.quick else "full",
+            "command": " ".join(["run.py"] + sys.argv[1:]),
+            "machine": machine(), "versions": versions(), "rounds": rounds}
+    results = []  # {workload, n, variant label, metric, median, samples}
     t_start = time.time()
-    for i, (w, n, variants) in enumerate(todo):
+    for i, (w, n, runs, variants) in enumerate(todo):
         samples = {v: {} for v in variants}
         for r in range(rounds):
             for v in variants:
                 done = i + r / rounds
                 eta = (time.time() - t_start) / done * (len(todo) - done) if done else 0
                 print(f"[{time.time() - t_start:5.0f}s, ~{eta:4.0f}s left] "
-                      f"{i + 1}/{len(todo)} {w} n={n}: {label(v)} round {r + 1}/{rounds}",
-                      file=sys.stderr, flush=True)
-                for metric, (val, unit) in run_one(a.build, v, w, n, runs).items():
+                      f"{i + 1}/{len(todo)} {w} n={n}: {report.label(v)} "
+                      f"round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+                for metric, val in run_one(a.build, v, w, n, runs).items():
                     samples[v].setdefault(metric, []).append(val)
-        for metric in samples[variants[0]]:
-            ref = statistics.median(samples[variants[0]][metric])
-            cells = [f"{label(variants[0])} {ref:.3g}"]
-            for v in variants[1:]:
-                val = statistics.median(samples[v][metric])
-                ratio = f" ({val / ref:.2f}x)" if ref else ""
-                cells.append(f"{label(v)} {val:.3g}{ratio}")
-            rows.append([w, str(n), metric] + cells)
+        for v in variants:
+            for metric, vals in samples[v].items():
+                results.append({"workload": w, "n": n, "lib": report.label(v),
+                                "metric": metric,
+                                "median": statistics.median(vals),
+                                "samples": vals})
+    for v, calls in strace_pass(a.build, [v for v in VARIANTS
+                                          if "idle_poll" in lists.get(v[0], ())]).items():
+        results.append({"workload": "idle_poll", "n": STRACE_N,
+                        "lib": report.label(v), "metric": "strace_syscalls_per_poll",
+                        "median": calls, "samples": [calls]})
+    info["seconds"] = round(time.time() - t_start)
+    info["machine"]["load_end"] = os.getloadavg()[0]
 
-    header = (f"libaioloop benchmarks, {time.strftime('%Y-%m-%d')}, "
-              f"{platform.node()}, Linux {platform.release()}, "
-              f"{os.cpu_count()} CPUs, {'quick' if a.quick else 'full'} mode\n"
-              "Medians over interleaved rounds; (Nx) = value / first column's "
-              "value.\n")
-    lines = ["| workload | n | metric | reference | others |",
-             "|---|---|---|---|---|"]
-    lines += ["| " + " | ".join(r[:4] + ["; ".join(r[4:]) or "-"]) + " |" for r in rows]
-    table = header + "\n" + "\n".join(lines) + "\n"
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "results.json"), "w") as f:
+        json.dump({"info": info, "results": results}, f, indent=1)
+    table, targets = report.write_all(out_dir, info, results,
+                                      [report.label(v) for v in VARIANTS])
     print(table)
-    if a.markdown:
-        with open(a.markdown, "w") as f:
-            f.write(table)
+    print(targets)
+    if a.docs:
+        docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                            "docs", "bench")
+        os.makedirs(docs, exist_ok=True)
+        for name in os.listdir(out_dir):
+            if name.endswith((".png", ".md", ".json")):
+                shutil.copy(os.path.join(out_dir, name), docs)
+        print(f"run.py: copied results to {os.path.normpath(docs)}",
+              file=sys.stderr)
+    print(f"run.py: {info['mode']} run took {info['seconds']} s; results in "
+          f"{out_dir}", file=sys.stderr)
 
 
 if __name__ == "__main__":
