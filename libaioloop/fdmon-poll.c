@@ -135,8 +135,13 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     }
 
     do {
-        bool finite = aiol__deadline_to_timespec(deadline_ns, &ts);
-        ret = ppoll(s->copy, n, finite ? &ts : NULL, NULL);
+        if (deadline_ns == 0 || deadline_ns == AIOL_DEADLINE_NONE) {
+            /* no timespec to copy and convert: cheaper (as in epoll) */
+            ret = poll(s->copy, n, deadline_ns == 0 ? 0 : -1);
+        } else {
+            bool finite = aiol__deadline_to_timespec(deadline_ns, &ts);
+            ret = ppoll(s->copy, n, finite ? &ts : NULL, NULL);
+        }
     } while (ret < 0 && errno == EINTR);
     if (ret <= 0) {
         return ret < 0 ? -errno : 0;

@@ -89,6 +89,18 @@ static bool ops_empty(const aiol_fd_ops *ops)
     return ops == NULL || (!ops->read && !ops->write && !ops->poll);
 }
 
+/* True when handler @h already is what (@ops, @opaque, @internal) asks for. */
+static bool same_handler(const aiol__handler *h, const aiol_fd_ops *ops,
+                         void *opaque, bool internal)
+{
+    const aiol_fd_ops *x = &h->ops, *y = ops;
+
+    return h->opaque == opaque && h->internal == internal &&
+           x->read == y->read && x->write == y->write && x->poll == y->poll &&
+           x->poll_ready == y->poll_ready && x->poll_begin == y->poll_begin &&
+           x->poll_end == y->poll_end && x->flags == y->flags;
+}
+
 /* Caller holds loop->lock.  Adds or takes @node off the busy-poll set. */
 static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
                                   bool add)
@@ -126,24 +138,34 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
     if (fd < 0) {
         return -EBADF;
     }
+    internal = internal || (ops != NULL && (ops->flags & AIOL_FD_NO_PROGRESS));
+    pthread_mutex_lock(&loop->lock);
+    old = aiol__handler_lookup(loop, fd);
     if (!ops_empty(ops)) {
+        if (old != NULL && same_handler(old, ops, opaque, internal)) {
+            /*
+             * Re-arming with the very same callbacks and opaque (what a
+             * libevent-style event_add after each event does): keep the
+             * current handler; no allocation, no syscall.
+             */
+            pthread_mutex_unlock(&loop->lock);
+            return 0;
+        }
         node = calloc(1, sizeof(*node));
         if (node == NULL) {
+            pthread_mutex_unlock(&loop->lock);
             return -ENOMEM;
         }
         node->fd = fd;
         node->events = ops_events(ops);
         node->ops = *ops;
         node->opaque = opaque;
-        node->internal = internal || (ops->flags & AIOL_FD_NO_PROGRESS);
+        node->internal = internal;
         node->mon_slot = -1;
         if (ops->poll != NULL) {
             node->poll_progress_ns = aiol_clock_now_ns();
         }
     }
-
-    pthread_mutex_lock(&loop->lock);
-    old = aiol__handler_lookup(loop, fd);
     if (node == NULL) {
         if (old != NULL) {
             remove_locked(loop, old);

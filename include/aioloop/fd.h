@@ -66,7 +66,9 @@ typedef struct aiol_fd_ops {
  * set, replacing any previous one (whose callbacks never run again).  With
  * all three NULL (or @p ops NULL) any handler is removed and 0 returned.
  * @p ops is copied.  Replacing a handler with one that watches the same
- * events makes no syscall.
+ * events makes no syscall.  Setting exactly the same ops and @p opaque
+ * again (re-arming, libevent style) is a no-op: the handler stays, with
+ * any readiness already collected for it, and nothing is allocated.
  *
  * @return 0; -EBADF for a negative or closed fd; -ENOMEM; or the error the
  *         fd monitor gives for an fd it refuses (epoll: -EPERM for a regular
