@@ -43,12 +43,16 @@ int64_t aiol_loop_prepare(aiol_loop *loop)
     int64_t deadline;
 
     aiol__check(loop != NULL, "loop is NULL");
+    atomic_fetch_or_explicit(&loop->notify_me, 1, memory_order_relaxed);
+    /*
+     * F1: pairs with F2 in aiol_loop_notify() and with F4 in handler.c:
+     * announcing ourselves before flushing means a change the flush misses
+     * is made by a thread that sees notify_me and wakes the host.
+     */
+    atomic_thread_fence(memory_order_seq_cst);
     if (loop->mon->flush != NULL) {
         loop->mon->flush(loop);
     }
-    atomic_fetch_or_explicit(&loop->notify_me, 1, memory_order_relaxed);
-    /* F1: pairs with F2 in aiol_loop_notify(). */
-    atomic_thread_fence(memory_order_seq_cst);
     deadline = aiol__loop_deadline(loop, aiol_clock_now_ns());
     return deadline;
 }

@@ -6,27 +6,45 @@
  * handler that is current when the event is harvested, so replacing a
  * handler's callbacks never needs the kernel.  Consequences:
  *
- *   - one epoll_ctl per real change (ADD, MOD with different events, DEL);
- *     re-arming a handler with the same events makes no syscall;
+ *   - at most one epoll_ctl per real change; re-arming a handler with the
+ *     same events makes no syscall;
  *   - dispatch cost is O(ready): epoll_wait returns only ready fds;
  *   - a bounded wait has nanosecond precision through epoll_pwait2 (Linux
  *     5.11); where that is missing, epoll_wait rounds the timeout up to the
  *     next millisecond so we never wake before the deadline.  A look
  *     (timeout 0) and an unbounded wait use plain epoll_wait: cheaper.
  *
+ * Deferred adds.  A new registration (ADD) or a change of events (MOD)
+ * only marks the fd dirty; the polling thread hands dirty fds to the
+ * kernel right before it waits (and in aiol_loop_prepare(), for a host
+ * loop sleeping on the epoll fd).  An fd added and removed in between
+ * never reaches the kernel: handler churn costs no syscall.  A removal is
+ * immediate (DEL at once), so the caller may close the fd as soon as
+ * aiol_fd_remove() returns; deferring it would leave a registration
+ * behind whenever the file outlives the fd (a dup), reporting events for
+ * an fd number that may belong to another file by then.  A closed fd is
+ * still refused at once (-EBADF, one fcntl).
+ *
  * Kernel quirks.  epoll watches (file, fd) pairs and drops a registration
  * by itself only when the last reference to the file goes away.  DEL of an
  * fd that was closed before its handler was removed fails with EBADF or
  * ENOENT; that is the state we wanted, so it is not an error.  MOD on an
  * fd number now held by a new file fails with ENOENT: we ADD instead.
- * Regular files and directories cannot be watched: ADD fails with EPERM and
- * the handler is not set.
+ * Regular files, directories and other files without a poll method
+ * cannot be watched (ADD fails with EPERM): those are reported ready at
+ * every wait, for the events their handler wants, which is what poll(2)
+ * reports for them and what the poll and io_uring monitors do.  An fd
+ * that was closed before its ADD reached the kernel is not watched (no
+ * callback) until its handler changes, as on io_uring.
  *
- * Threading: update() runs under loop->lock (epoll_ctl itself is thread
- * safe; the lock orders it with the table).  wait() sleeps without the lock
- * and takes it once to map the harvested events to handlers.
+ * Threading: update() runs under loop->lock; the dirty and always-ready
+ * lists are only touched under it.  A change made while the polling thread
+ * sleeps wakes it (handler.c notifies when notify_me says it may sleep).
+ * wait() flushes under the lock, sleeps without it and takes it once to
+ * map the harvested events to handlers.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -37,11 +55,33 @@
 #define EVENTS_MIN 64
 #define EVENTS_MAX 1024
 
+/* Per fd number; under loop->lock. */
+typedef struct epoll_fd {
+    uint8_t kernel; /* AIOL__EV_* the epoll set holds for the fd (0: none) */
+    uint8_t always; /* AIOL__EV_* reported at every wait (epoll refused it) */
+    bool dirty;     /* on the dirty list */
+} epoll_fd;
+
 typedef struct epoll_state {
     int epfd;
     bool no_pwait2;             /* polling thread: epoll_pwait2 gave ENOSYS */
     int nevents;                /* polling thread */
     struct epoll_event *events; /* polling thread */
+    epoll_fd *fds;              /* loop->lock; indexed by fd */
+    size_t nfds;                /* loop->lock */
+    int *dirty;                 /* loop->lock: fds flush() must look at */
+    size_t ndirty, dirty_cap;   /* loop->lock */
+    int *always;                /* loop->lock: fds with always != 0 */
+    size_t nalways, always_cap; /* loop->lock */
+    /*
+     * Set under loop->lock when the dirty list becomes non-empty, read
+     * without it by flush() to skip the lock when nothing is dirty.  The
+     * seq_cst fences F1 (the poller, after announcing notify_me) and F4
+     * (handler.c, after a deferred change) pair so that either the poller
+     * sees the flag or the changer sees notify_me and wakes it.
+     */
+    atomic_bool has_dirty;
+    atomic_bool has_always;     /* nalways != 0; written under loop->lock */
 } epoll_state;
 
 static int epoll_init(aiol_loop *loop)
@@ -74,6 +114,9 @@ static void epoll_fini(aiol_loop *loop)
 
     close(s->epfd);
     free(s->events);
+    free(s->fds);
+    free(s->dirty);
+    free(s->always);
     free(s);
     loop->mon_state = NULL;
 }
@@ -110,14 +153,115 @@ int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
     return -errno;
 }
 
+/* Under loop->lock.  Takes @fd off the always-ready list. */
+static void always_drop(epoll_state *s, int fd)
+{
+    for (size_t i = 0; i < s->nalways; i++) {
+        if (s->always[i] == fd) {
+            s->always[i] = s->always[--s->nalways];
+            break;
+        }
+    }
+    s->fds[fd].always = 0;
+    atomic_store_explicit(&s->has_always, s->nalways != 0,
+                          memory_order_relaxed);
+}
+
+/* Under loop->lock.  Records the change; a removal reaches the kernel now. */
 static int epoll_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
 {
     epoll_state *s = loop->mon_state;
+    unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
+    int fd = old ? old->fd : new_->fd;
+    epoll_fd *st;
+    int ret;
 
-    return aiol__epoll_change(loop, s->epfd, old ? old->fd : new_->fd,
-                              old ? old->events : 0u,
-                              new_ ? new_->events : 0u);
+    if (oev == nev) {
+        return 0; /* unchanged re-arm: nothing for the kernel */
+    }
+    if (oev == 0 && fcntl(fd, F_GETFD) < 0) {
+        return -errno; /* refuse a closed fd now */
+    }
+    ret = aiol__reserve(&s->fds, &s->nfds, (size_t)fd + 1, sizeof(*s->fds));
+    if (ret < 0) {
+        return ret;
+    }
+    st = &s->fds[fd];
+    if (nev == 0) {
+        /* Immediate, so the caller may close the fd when remove returns. */
+        if (st->kernel != 0) {
+            (void)aiol__epoll_change(loop, s->epfd, fd, st->kernel, 0);
+            st->kernel = 0;
+        }
+        if (st->always != 0) {
+            always_drop(s, fd);
+        }
+        return 0; /* a dirty entry left behind finds nothing to do */
+    }
+    if (!st->dirty) {
+        ret = aiol__fd_list_push(&s->dirty, &s->ndirty, &s->dirty_cap, fd);
+        if (ret < 0) {
+            return ret;
+        }
+        st->dirty = true;
+        atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
+    }
+    return 0;
+}
+
+/* Under loop->lock.  Brings @fd's registration in line with its handler. */
+static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
+{
+    aiol__handler *node = aiol__handler_lookup(loop, fd);
+    unsigned want = node ? node->events : 0u;
+    epoll_fd *st = &s->fds[fd];
+    int ret;
+
+    st->dirty = false;
+    if (st->always != 0) {
+        st->always = (uint8_t)want; /* still unpollable; 0 cannot happen */
+        return;
+    }
+    if (want == st->kernel) {
+        return;
+    }
+    ret = aiol__epoll_change(loop, s->epfd, fd, st->kernel, want);
+    if (ret == 0) {
+        st->kernel = (uint8_t)want;
+    } else if (ret == -EPERM &&
+               aiol__fd_list_push(&s->always, &s->nalways, &s->always_cap,
+                                  fd) == 0) {
+        st->always = (uint8_t)want; /* no poll method: always ready */
+        atomic_store_explicit(&s->has_always, true, memory_order_relaxed);
+    }
+    /* else -EBADF: closed before it reached the kernel; not watched */
+}
+
+/* Hands every pending change to the kernel.  Polling thread. */
+static void epoll_flush(aiol_loop *loop)
+{
+    epoll_state *s = loop->mon_state;
+
+    /* Relaxed: pairs through fences F1/F4 (see epoll_state). */
+    if (!atomic_load_explicit(&s->has_dirty, memory_order_relaxed)) {
+        return;
+    }
+    pthread_mutex_lock(&loop->lock);
+    for (size_t i = 0; i < s->ndirty; i++) {
+        sync_fd(loop, s, s->dirty[i]);
+    }
+    s->ndirty = 0;
+    atomic_store_explicit(&s->has_dirty, false, memory_order_relaxed);
+    pthread_mutex_unlock(&loop->lock);
+}
+
+/* True when a wait must not sleep: some fd is always ready.  Polling thread. */
+static bool epoll_pending(aiol_loop *loop)
+{
+    epoll_state *s = loop->mon_state;
+
+    return atomic_load_explicit(&s->has_always, memory_order_relaxed);
 }
 
 static int epoll_wait_once(epoll_state *s, int64_t deadline_ns)
@@ -158,15 +302,18 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
                             int64_t deadline_ns)
 {
     epoll_state *s = loop->mon_state;
+    bool always;
     int n, queued = 0;
 
     loop->stats.monitor_waits++;
-    while ((n = epoll_wait_once(s, deadline_ns)) < 0) {
+    epoll_flush(loop);
+    always = atomic_load_explicit(&s->has_always, memory_order_relaxed);
+    while ((n = epoll_wait_once(s, always ? 0 : deadline_ns)) < 0) {
         if (errno != EINTR) {
             return -errno;
         }
     }
-    if (n == 0) {
+    if (n == 0 && !always) {
         return 0;
     }
     pthread_mutex_lock(&loop->lock);
@@ -176,6 +323,14 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
         if (node != NULL && node->events != 0) {
             aiol__ready_add(ready, node,
                             aiol__events_from_poll(s->events[i].events));
+            queued++;
+        }
+    }
+    for (size_t i = 0; i < s->nalways; i++) {
+        aiol__handler *node = aiol__handler_lookup(loop, s->always[i]);
+
+        if (node != NULL && node->events != 0) {
+            aiol__ready_add(ready, node, node->events);
             queued++;
         }
     }
@@ -205,5 +360,7 @@ const aiol__fdmon_ops aiol__fdmon_epoll = {
     .update = epoll_update,
     .wait = epoll_wait_ready,
     .get_fd = epoll_get_fd,
-    .update_needs_notify = false, /* epoll_ctl acts on a sleeping wait */
+    .flush = epoll_flush,
+    .pending = epoll_pending,
+    .update_needs_notify = true, /* an ADD waits for the next flush */
 };

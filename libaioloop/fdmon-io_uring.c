@@ -188,17 +188,6 @@ static void uring_fini(aiol_loop *loop)
     loop->mon_state = NULL;
 }
 
-/* Appends @fd to an fd list.  0 or -ENOMEM. */
-static int list_push(int **v, size_t *n, size_t *cap, int fd)
-{
-    int ret = aiol__reserve(v, cap, *n + 1, sizeof(**v));
-
-    if (ret == 0) {
-        (*v)[(*n)++] = fd;
-    }
-    return ret;
-}
-
 /* Under loop->lock.  Only records the change; wait() applies it. */
 static int uring_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
@@ -219,7 +208,7 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
         s->fds[fd].dropped = true;
     }
     if (ret == 0 && !s->fds[fd].dirty) {
-        ret = list_push(&s->dirty, &s->ndirty, &s->dirty_cap, fd);
+        ret = aiol__fd_list_push(&s->dirty, &s->ndirty, &s->dirty_cap, fd);
         s->fds[fd].dirty = ret == 0;
     }
     return ret;
@@ -327,7 +316,7 @@ static int reap_one(aiol_loop *loop, uring_state *s,
     }
     if (!st->fired) {
         /* re-armed by the next flush */
-        st->fired = list_push(&s->fired, &s->nfired, &s->fired_cap, fd) == 0;
+        st->fired = aiol__fd_list_push(&s->fired, &s->nfired, &s->fired_cap, fd) == 0;
     }
     if (res < 0) {
         /*
@@ -383,7 +372,7 @@ static void ring_rebuild_shared(aiol_loop *loop, uring_state *s)
             st->armed = 0;
             st->gen++;
             if (!st->dirty) {
-                st->dirty = list_push(&s->dirty, &s->ndirty, &s->dirty_cap,
+                st->dirty = aiol__fd_list_push(&s->dirty, &s->ndirty, &s->dirty_cap,
                                       (int)fd) == 0;
             }
         }

@@ -128,6 +128,26 @@ static void remove_locked(aiol_loop *loop, aiol__handler *old)
     retire_locked(loop, old);
 }
 
+/*
+ * After a registration change that the monitor applies only at its next
+ * wait: wakes a poller that may be asleep without it.  No syscall, not
+ * even the notify fences, when nobody may be sleeping (the common case: a
+ * change made by the polling thread itself, between waits).
+ */
+static void wake_sleeper(aiol_loop *loop)
+{
+    /*
+     * F4: pairs with F1 (prepare_to_block() in loop.c, aiol_loop_prepare()
+     * in embed.c), which comes after the poller announces itself in
+     * notify_me and before its monitor looks for changes: either it sees
+     * our change, or we see its notify_me and wake it.
+     */
+    atomic_thread_fence(memory_order_seq_cst);
+    if (atomic_load_explicit(&loop->notify_me, memory_order_relaxed) != 0) {
+        aiol_loop_notify(loop);
+    }
+}
+
 static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
                        void *opaque, bool internal)
 {
@@ -192,7 +212,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
 out:
     pthread_mutex_unlock(&loop->lock);
     if (ret == 0 && loop->mon->update_needs_notify) {
-        aiol_loop_notify(loop); /* a sleeping poller must see the change */
+        wake_sleeper(loop);
     }
     return ret;
 }

@@ -37,6 +37,9 @@ _Noreturn void aiol__fail(const char *func, const char *msg);
  */
 int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize);
 
+/* Appends @fd to the list *@v of *@n fds (capacity *@cap).  0 or -ENOMEM. */
+int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd);
+
 /*
  * A number naming the calling thread, never reused in the process (unlike
  * pthread_t values and TIDs, which a new thread may inherit from a dead

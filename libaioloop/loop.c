@@ -186,7 +186,10 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
     int64_t d;
 
     atomic_fetch_add_explicit(&loop->notify_me, 2, memory_order_relaxed);
-    /* F1: pairs with F2 in aiol_loop_notify(). */
+    /*
+     * F1: pairs with F2 in aiol_loop_notify(), and with F4 in handler.c
+     * for registration changes the monitor applies at its next wait.
+     */
     atomic_thread_fence(memory_order_seq_cst);
     d = aiol__loop_deadline(loop, now);
     deadline_ns = d < deadline_ns ? d : deadline_ns;

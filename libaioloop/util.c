@@ -45,3 +45,13 @@ int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize)
     *cap = size;
     return 0;
 }
+
+int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd)
+{
+    int ret = aiol__reserve(v, cap, *n + 1, sizeof(**v));
+
+    if (ret == 0) {
+        (*v)[(*n)++] = fd;
+    }
+    return ret;
+}
