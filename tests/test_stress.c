@@ -340,12 +340,21 @@ static void cb_inst(void *opaque)
     }
 }
 
-/* Mixed test: a bottom half's callback nests now and then, blocking too. */
+/*
+ * Mixed test: a bottom half's callback nests now and then, blocking too.
+ * A blocking nested poll is safe only while some thread still runs: each
+ * one notifies the loop after it marks itself done, which that poll sees
+ * even if the notify comes before it blocks.  With every thread gone it
+ * could sleep forever.
+ */
 static void nest_sometimes(void)
 {
     if (g_mixed && g_depth < CH_MAX_DEPTH && ++g_cb_count % 5 == 0) {
+        bool blocking = g_cb_count % 3 == 0 &&
+                        (atomic_load(&g_ch_done) < CH_THREADS || !storms_done());
+
         g_depth++;
-        aiol_loop_poll(g_ch_loop, g_cb_count % 3 == 0);
+        aiol_loop_poll(g_ch_loop, blocking);
         g_depth--;
     }
 }
@@ -441,6 +450,7 @@ static void fd_changes(bool mixed)
         for (int i = 0; i < STORM_THREADS; i++) {
             pthread_join(sth[i], NULL);
         }
+        g_mixed = false; /* no more nesting: the checks below count runs */
         aiol_loop_poll(loop, false); /* the last schedules run */
         aiol_loop_poll(loop, false);
     }
