@@ -70,9 +70,11 @@ typedef struct aiol_fd_ops {
  * again (re-arming, libevent style) is a no-op: the handler stays, with
  * any readiness already collected for it, and nothing is allocated.
  *
- * @return 0; -EBADF for a negative or closed fd; -ENOMEM; or the error the
- *         fd monitor gives for an fd it refuses (epoll: -EPERM for a regular
- *         file).  On error the loop is unchanged: a previous handler stays.
+ * An fd without a poll method (a regular file) is accepted on every
+ * backend and reported ready at every iteration, as poll(2) reports it.
+ *
+ * @return 0; -EBADF for a negative or closed fd; -ENOMEM.  On error the
+ *         loop is unchanged: a previous handler stays.
  */
 int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
                     void *opaque);
