@@ -73,6 +73,42 @@ bool aiol_loop_dispatch(aiol_loop *loop)
     return aiol_loop_poll(loop, false);
 }
 
+int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
+{
+    aiol__handler *node;
+    size_t n = 0;
+    int ret = 0;
+
+    aiol__check(loop != NULL, "loop is NULL");
+    aiol__check(fds != NULL || max == 0, "fds is NULL");
+    if (!loop->mon->host_may_poll) {
+        return -ENOTSUP;
+    }
+    pthread_mutex_lock(&loop->lock);
+    AIOL_LIST_FOREACH(node, &loop->live, node_live) {
+        if (node->events == 0) {
+            continue; /* busy-poll only: nothing for a host to poll */
+        }
+        if (n == max) {
+            ret = -ENOSPC;
+            break;
+        }
+        fds[n++] = (struct pollfd){
+            .fd = node->fd,
+            .events = (short)aiol__events_to_poll(node->events),
+        };
+    }
+    pthread_mutex_unlock(&loop->lock);
+    return ret < 0 ? ret : (int)n;
+}
+
+bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
+                            size_t n)
+{
+    aiol__check(fds != NULL || n == 0, "fds is NULL");
+    return aiol__loop_iterate(loop, 0, true, fds, n);
+}
+
 int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
                    aiol_phase **out)
 {

@@ -362,5 +362,6 @@ const aiol__fdmon_ops aiol__fdmon_epoll = {
     .get_fd = epoll_get_fd,
     .flush = epoll_flush,
     .pending = epoll_pending,
+    .host_may_poll = true,
     .update_needs_notify = true, /* an ADD waits for the next flush */
 };

@@ -608,6 +608,11 @@ static int uring_get_fd(aiol_loop *loop)
 
     if (!s->shared) {
         ring_rebuild_shared(loop, s);
+        /*
+         * The new ring has nothing armed yet: arm it now, so a host that
+         * asks for the fd after aiol_loop_prepare() still sees readiness.
+         */
+        uring_flush(loop);
     }
     return s->ring.ring_fd;
 }
@@ -623,5 +628,6 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .dispatch = uring_dispatch,
     .pending = uring_pending,
     .quiesce = uring_quiesce,
+    .host_may_poll = false, /* single-shot polls: a wait consumes them */
     .update_needs_notify = true, /* changes reach the ring in wait() */
 };

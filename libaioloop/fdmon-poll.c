@@ -214,5 +214,6 @@ const aiol__fdmon_ops aiol__fdmon_poll = {
     .update = poll_update,
     .wait = poll_wait,
     .get_fd = poll_get_fd,        /* an epoll mirror, made on demand */
+    .host_may_poll = true,
     .update_needs_notify = true,  /* a sleeping ppoll sleeps on a copy */
 };

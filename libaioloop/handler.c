@@ -123,6 +123,7 @@ static void remove_locked(aiol_loop *loop, aiol__handler *old)
     /* A failure here means the fd is already gone from the kernel's view. */
     (void)loop->mon->update(loop, old, NULL);
     loop->table[old->fd] = NULL;
+    AIOL_LIST_REMOVE(old, node_live);
     loop->nhandlers--;
     pollers_change_locked(loop, old, false);
     retire_locked(loop, old);
@@ -202,8 +203,10 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         goto out;
     }
     loop->table[fd] = node;
+    AIOL_LIST_INSERT_HEAD(&loop->live, node, node_live);
     pollers_change_locked(loop, node, true);
     if (old != NULL) {
+        AIOL_LIST_REMOVE(old, node_live);
         pollers_change_locked(loop, old, false);
         retire_locked(loop, old);
     } else {
@@ -326,6 +329,26 @@ static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
         progress = true;
     }
     return progress;
+}
+
+void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
+                           const struct pollfd *fds, size_t n)
+{
+    pthread_mutex_lock(&loop->lock);
+    for (size_t i = 0; i < n; i++) {
+        aiol__handler *node;
+
+        if (fds[i].revents == 0 || (fds[i].revents & POLLNVAL)) {
+            continue;
+        }
+        node = aiol__handler_lookup(loop, fds[i].fd);
+        if (node != NULL && node->events != 0) {
+            aiol__ready_add(ready, node,
+                            aiol__events_from_poll((unsigned short)fds[i].revents) &
+                                (node->events | AIOL__EV_HUP | AIOL__EV_ERR));
+        }
+    }
+    pthread_mutex_unlock(&loop->lock);
 }
 
 bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready)

@@ -102,6 +102,7 @@ struct aiol__handler {
 
     /* Protected by loop->lock. */
     AIOL_LIST_ENTRY(aiol__handler) node_deleted;
+    AIOL_LIST_ENTRY(aiol__handler) node_live; /* on loop->live while set */
 
     /* Private to the fd monitor; protected by loop->lock. */
     long mon_slot;
@@ -165,6 +166,7 @@ struct aiol_loop {
     size_t table_size;     /* entries in table; lock */
     size_t nhandlers;      /* non-NULL entries; lock */
     AIOL_LIST_HEAD(, aiol__handler) deleted; /* removed while walked; lock */
+    AIOL_LIST_HEAD(, aiol__handler) live;    /* every handler in table; lock */
 
     /*
      * Walking counter: number of poll calls (nested ones included) in
@@ -260,6 +262,12 @@ typedef struct aiol__fdmon_ops {
      */
     void (*quiesce)(aiol_loop *loop);
     /*
+     * True when the monitor keeps no readiness of its own (level-triggered,
+     * nothing consumed by a wait), so a host may poll the watched fds
+     * itself and hand the loop what it saw (aiol_loop_embed_fds()).
+     */
+    bool host_may_poll;
+    /*
      * True when a registration change made by another thread takes effect
      * only once the polling thread goes round again (it must be notified).
      */
@@ -314,6 +322,21 @@ void aiol__loop_quiesce(aiol_loop *loop);
 
 /* Frees every handler in the table and on the deleted list (loop teardown). */
 void aiol__handlers_free_all(aiol_loop *loop);
+
+/*
+ * Under no lock; polling thread.  Queues on @ready the handlers of the
+ * @n fds whose revents a host's poll filled in (aiol_loop_dispatch_fds()).
+ */
+void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
+                           const struct pollfd *fds, size_t n);
+
+/*
+ * One iteration (aiol_loop_poll_deadline()), or with @from_host one
+ * non-blocking iteration that takes readiness from the @nhost entries of
+ * @host instead of the fd monitor's wait.
+ */
+bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
+                        const struct pollfd *host, size_t nhost);
 
 /* Dispatches and empties @ready.  Returns whether progress was made. */
 bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);

@@ -94,6 +94,7 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
     }
     pthread_mutex_init(&loop->lock, NULL);
     AIOL_LIST_INIT(&loop->deleted);
+    AIOL_LIST_INIT(&loop->live);
     AIOL_LIST_INIT(&loop->pollers);
     AIOL_LIST_INIT(&loop->phases);
     AIOL_TAILQ_INIT(&loop->bh_slices);
@@ -202,10 +203,11 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
     return deadline_ns;
 }
 
-bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
+bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
+                        const struct pollfd *host, size_t nhost)
 {
     aiol__ready_list ready = AIOL_LIST_HEAD_INITIALIZER;
-    bool blocking = deadline_ns > 0;
+    bool blocking = deadline_ns > 0 && !from_host;
     bool progress;
     int64_t start = 0;
 
@@ -213,22 +215,26 @@ bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
     aiol__walk_begin(loop);
     loop->stats.iterations++;
 
-    if (blocking) {
-        start = aiol_clock_now_ns();
-        deadline_ns = prepare_to_block(loop, &ready, deadline_ns, start);
-    } else if (loop->poll_ns > 0) {
-        aiol__busy_poll(loop, &ready, aiol_clock_now_ns(), 0); /* one round */
-    }
-
-    /* Busy-polled work skips the fd wait, but not too many times in a row. */
-    if (!AIOL_LIST_EMPTY(&ready) &&
-        loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS) {
-        loop->poll_skipped_waits++;
+    if (from_host) {
+        /* The host polled the fds itself: its revents are our wait. */
+        aiol__ready_from_host(loop, &ready, host, nhost);
     } else {
-        int ret = loop->mon->wait(loop, &ready, deadline_ns);
+        if (blocking) {
+            start = aiol_clock_now_ns();
+            deadline_ns = prepare_to_block(loop, &ready, deadline_ns, start);
+        } else if (loop->poll_ns > 0) {
+            aiol__busy_poll(loop, &ready, aiol_clock_now_ns(), 0); /* 1 round */
+        }
+        /* Busy-polled work skips the wait, but not many times in a row. */
+        if (!AIOL_LIST_EMPTY(&ready) &&
+            loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS) {
+            loop->poll_skipped_waits++;
+        } else {
+            int ret = loop->mon->wait(loop, &ready, deadline_ns);
 
-        aiol__check(ret >= 0, "fd monitor wait failed");
-        loop->poll_skipped_waits = 0;
+            aiol__check(ret >= 0, "fd monitor wait failed");
+            loop->poll_skipped_waits = 0;
+        }
     }
 
     if (blocking) {
@@ -251,6 +257,11 @@ bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
     progress |= aiol__phases_dispatch(loop);
     aiol__walk_end(loop);
     return progress;
+}
+
+bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
+{
+    return aiol__loop_iterate(loop, deadline_ns, false, NULL, 0);
 }
 
 bool aiol_loop_poll(aiol_loop *loop, bool blocking)

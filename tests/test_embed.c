@@ -350,6 +350,111 @@ static void test_embed_prepare_notify_makes_fd_readable(void **state)
     aiol_loop_free(loop);
 }
 
+/* ------------------------------------------------------ direct fds */
+
+/* The entry for @p fd in @p fds, or NULL. */
+static const struct pollfd *entry_for(const struct pollfd *fds, int n, int fd)
+{
+    for (int i = 0; i < n; i++) {
+        if (fds[i].fd == fd) {
+            return &fds[i];
+        }
+    }
+    return NULL;
+}
+
+/* Host round in direct mode: prepare, list, poll for @p ms, check. */
+static int host_poll_direct(aiol_loop *loop, struct pollfd *fds, int max,
+                            int ms)
+{
+    int n, r;
+
+    aiol_loop_prepare(loop);
+    n = aiol_loop_embed_fds(loop, fds, (size_t)max);
+    assert_true(n > 0);
+    do {
+        r = poll(fds, (nfds_t)n, ms);
+    } while (r < 0 && errno == EINTR);
+    assert_true(r >= 0);
+    aiol_loop_check(loop);
+    return n;
+}
+
+static void test_embed_direct_fds(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    efd_h a = { .fd = tu_eventfd() }, b = { .fd = tu_eventfd() };
+    int wfd = tu_eventfd(), writes = 0;
+    struct pollfd fds[8];
+    const struct pollfd *e;
+    uint64_t waits;
+    int n;
+
+    (void)state;
+    assert_int_equal(aiol_fd_set(loop, a.fd, cb_efd_read, NULL, NULL, &a), 0);
+    assert_int_equal(aiol_fd_set(loop, b.fd, cb_efd_read, NULL, NULL, &b), 0);
+    assert_int_equal(aiol_fd_set(loop, wfd, NULL, cb_count, NULL, &writes), 0);
+    n = aiol_loop_embed_fds(loop, fds, 8);
+    if (strcmp(aiol_loop_backend(loop), "io_uring") == 0) {
+        /* single-shot polls: the host cannot stand in for the ring */
+        assert_int_equal(n, -ENOTSUP);
+        goto out;
+    }
+    /* the three handlers and the loop's own wakeup fd */
+    assert_int_equal(n, 4);
+    assert_non_null(e = entry_for(fds, n, a.fd));
+    assert_int_equal(e->events & (POLLIN | POLLOUT), POLLIN);
+    assert_non_null(e = entry_for(fds, n, wfd));
+    assert_int_equal(e->events & (POLLIN | POLLOUT), POLLOUT);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 3), -ENOSPC);
+    assert_int_equal(aiol_fd_remove(loop, wfd), 0);
+
+    /* the host's revents replace the loop's own wait: no monitor wait */
+    tu_eventfd_signal(a.fd);
+    n = host_poll_direct(loop, fds, 8, 0);
+    assert_int_equal(n, 3);
+    waits = tu_stats(loop).monitor_waits;
+    assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+    assert_int_equal(tu_stats(loop).monitor_waits, waits);
+    assert_string_equal(g_log, "F");
+    assert_int_equal(a.reads, 1);
+    assert_int_equal(b.reads, 0);
+
+    /* a handler removed after the host's poll does not run */
+    tu_eventfd_signal(a.fd);
+    tu_eventfd_signal(b.fd);
+    n = host_poll_direct(loop, fds, 8, 0);
+    assert_int_equal(aiol_fd_remove(loop, a.fd), 0);
+    assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+    assert_int_equal(a.reads, 1);
+    assert_int_equal(b.reads, 1);
+
+    /* nothing ready: no progress; then a notify wakes a sleeping host */
+    n = host_poll_direct(loop, fds, 8, 0);
+    assert_int_equal(n, 2);
+    assert_false(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+    {
+        static delayed_notify dn;
+        pthread_t t;
+
+        dn.loop = loop;
+        dn.delay_ns = TU_MS(5);
+        aiol_loop_prepare(loop);
+        n = aiol_loop_embed_fds(loop, fds, 8);
+        assert_int_equal(pthread_create(&t, NULL, thread_notify, &dn), 0);
+        assert_int_equal(poll(fds, (nfds_t)n, 5000), 1);
+        pthread_join(t, NULL);
+        assert_true(aiol_loop_check(loop));
+        assert_false(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+    }
+    assert_int_equal(aiol_fd_remove(loop, b.fd), 0);
+out:
+    aiol_loop_free(loop);
+    close(a.fd);
+    close(b.fd);
+    close(wfd);
+}
+
 /* -------------------------------------------------------------- phases */
 
 typedef struct phase_rec {
@@ -523,6 +628,7 @@ int main(void)
         T(test_embed_prepare_deadlines),
         T(test_embed_check_timer_due),
         T(test_embed_prepare_notify_makes_fd_readable),
+        T(test_embed_direct_fds),
         T(test_embed_phase_deadline_and_progress),
         T(test_embed_phase_runs_after_other_work),
         T(test_embed_idle_bh_becomes_due),

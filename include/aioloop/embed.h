@@ -21,7 +21,9 @@
 #ifndef AIOLOOP_EMBED_H
 #define AIOLOOP_EMBED_H
 
+#include <poll.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "aioloop/loop.h"
@@ -63,6 +65,37 @@ bool aiol_loop_check(aiol_loop *loop);
  * @return true when progress was made.
  */
 bool aiol_loop_dispatch(aiol_loop *loop);
+
+/**
+ * Direct embedding, for few handlers: the host polls the watched fds
+ * itself instead of the loop fd, and hands back what it saw.  That saves
+ * the wait aiol_loop_dispatch() makes to learn which handler is ready
+ * (one syscall per wakeup), which pays while the host's poll over the fds
+ * is cheap, i.e. while there are few of them; with many, poll the loop fd.
+ * Use: aiol_loop_prepare(), aiol_loop_embed_fds(), the host polls those
+ * fds, aiol_loop_check(), aiol_loop_dispatch_fds().
+ *
+ * Fills @p fds with one entry per watched fd, the loop's own wakeup fd
+ * included (events POLLIN, with POLLRDHUP, and/or POLLOUT; revents 0), at
+ * most @p max.
+ * The set changes when handlers do: call it again each iteration, after
+ * aiol_loop_prepare().  Polling thread.
+ * @return the number of entries; -ENOSPC when more than @p max fds are
+ *         watched; -ENOTSUP on io_uring, whose single-shot polls the host
+ *         cannot stand in for (use aiol_loop_get_fd() in both cases).
+ */
+int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);
+
+/**
+ * aiol_loop_dispatch() for direct embedding: one non-blocking iteration
+ * that takes fd readiness from the revents of @p fds (as the host's poll
+ * filled them in for the entries aiol_loop_embed_fds() gave) instead of
+ * waiting on the fd monitor.  Entries whose fd lost its handler meanwhile
+ * are ignored; a handler set since runs from the next iteration on.
+ * @return true when progress was made.
+ */
+bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
+                            size_t n);
 
 /** An embedder's phase.  Opaque. */
 typedef struct aiol_phase aiol_phase;
