@@ -587,6 +587,17 @@ static void uring_flush(aiol_loop *loop)
     pthread_mutex_lock(&loop->lock);
     flush_changes(loop, s);
     pthread_mutex_unlock(&loop->lock);
+    if (IO_URING_READ_ONCE(*s->ring.sq.kflags) & IORING_SQ_TASKRUN) {
+        /*
+         * Completions the kernel holds as task work (a poll woken since
+         * our last entry) do not make the ring fd readable until they are
+         * posted: post them now, or a host that polls the ring fd without
+         * sleeping would miss them until its next round.
+         */
+        loop->stats.monitor_waits++;
+        (void)io_uring_submit_and_get_events(&s->ring);
+        return;
+    }
     (void)aiol__uring_flush(loop);
 }
 

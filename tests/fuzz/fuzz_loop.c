@@ -484,6 +484,14 @@ static void embed_once(void)
         CHECK(deadline <= aiol_clock_now_ns());
     }
     CHECK((ready = poll(p, (nfds_t)n, 0)) >= 0);
+    if (m_any_ready(&g.m) && ready == 0 && !g.m.exact) {
+        /*
+         * io_uring: a poll woken before prepare may still be kernel task
+         * work that posts its completion only after the host's look; a
+         * host that sleeps is woken by it.  Require that, within 1 s.
+         */
+        CHECK((ready = poll(p, (nfds_t)n, 1000)) >= 0);
+    }
     if (m_any_ready(&g.m)) {
         CHECK(ready > 0);
     }
