@@ -449,6 +449,20 @@ static void poll_once(bool blocking)
 }
 
 /*
+ * The host's poll, retrying EINTR as hosts do (io_uring's task work
+ * interrupts a poll like a signal: found by the fuzzer).
+ */
+static int host_poll(struct pollfd *p, int n, int ms)
+{
+    int r;
+
+    while ((r = poll(p, (nfds_t)n, ms)) < 0 && errno == EINTR) {
+    }
+    CHECK(r >= 0);
+    return r;
+}
+
+/*
  * One iteration the way a host main loop (glib, libev) drives the loop:
  * prepare, poll, check, dispatch.  Every other EMBED polls the handlers'
  * own fds (direct embedding: aiol_loop_embed_fds() and
@@ -483,14 +497,14 @@ static void embed_once(void)
     if (m_bh_due(&g.m)) {
         CHECK(deadline <= aiol_clock_now_ns());
     }
-    CHECK((ready = poll(p, (nfds_t)n, 0)) >= 0);
+    ready = host_poll(p, n, 0);
     if (m_any_ready(&g.m) && ready == 0 && !g.m.exact) {
         /*
          * io_uring: a poll woken before prepare may still be kernel task
          * work that posts its completion only after the host's look; a
          * host that sleeps is woken by it.  Require that, within 1 s.
          */
-        CHECK((ready = poll(p, (nfds_t)n, 1000)) >= 0);
+        ready = host_poll(p, n, 1000);
     }
     if (m_any_ready(&g.m)) {
         CHECK(ready > 0);
