@@ -407,6 +407,25 @@ static void ring_bind(aiol_loop *loop, uring_state *s)
     }
 }
 
+/*
+ * A look that enters the kernel only if something needs it: SQEs to
+ * submit, or completions the kernel holds as task work (a poll woken since
+ * our last entry: IORING_SQ_TASKRUN) or in its overflow list.  Posting
+ * those also makes the ring fd readable for a host that polls it without
+ * sleeping.  Polling thread.  0, or io_uring_submit_and_get_events()'s
+ * result.
+ */
+static int ring_look(aiol_loop *loop, uring_state *s)
+{
+    if (io_uring_sq_ready(&s->ring) == 0 &&
+        !(IO_URING_READ_ONCE(*s->ring.sq.kflags) &
+          (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
+        return 0;
+    }
+    loop->stats.monitor_waits++;
+    return io_uring_submit_and_get_events(&s->ring);
+}
+
 static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
                       int64_t deadline_ns)
 {
@@ -425,14 +444,7 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         pthread_mutex_unlock(&loop->lock);
 
         if (deadline_ns == 0) {
-            /* Just look: enter the kernel only if something needs it. */
-            ret = 0;
-            if (io_uring_sq_ready(&s->ring) > 0 ||
-                (IO_URING_READ_ONCE(*s->ring.sq.kflags) &
-                 (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
-                loop->stats.monitor_waits++;
-                ret = io_uring_submit_and_get_events(&s->ring);
-            }
+            ret = ring_look(loop, s);
         } else {
             loop->stats.monitor_waits++;
             bool finite = aiol__deadline_to_timespec(deadline_ns, &ts);
@@ -587,18 +599,7 @@ static void uring_flush(aiol_loop *loop)
     pthread_mutex_lock(&loop->lock);
     flush_changes(loop, s);
     pthread_mutex_unlock(&loop->lock);
-    if (IO_URING_READ_ONCE(*s->ring.sq.kflags) & IORING_SQ_TASKRUN) {
-        /*
-         * Completions the kernel holds as task work (a poll woken since
-         * our last entry) do not make the ring fd readable until they are
-         * posted: post them now, or a host that polls the ring fd without
-         * sleeping would miss them until its next round.
-         */
-        loop->stats.monitor_waits++;
-        (void)io_uring_submit_and_get_events(&s->ring);
-        return;
-    }
-    (void)aiol__uring_flush(loop);
+    (void)ring_look(loop, s);
 }
 
 static bool uring_pending(aiol_loop *loop)

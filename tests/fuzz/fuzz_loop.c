@@ -544,7 +544,8 @@ static void self_op(const obj *self, uint8_t a)
               g.m.bh[self->id].usable ? self->id : -1);
         break;
     case OBJ_TIMER:
-        timer_op(a % 2 ? OP_T_MOD : OP_T_FREE, timer_pick((uint8_t)self->id),
+        timer_op(a % 2 ? OP_T_MOD : OP_T_FREE,
+                 g.m.t[self->id].live ? self->id : -1,
                  (uint8_t)(a / 2));
         break;
     }
