@@ -22,8 +22,9 @@
  * immediate (DEL at once), so the caller may close the fd as soon as
  * aiol_fd_remove() returns; deferring it would leave a registration
  * behind whenever the file outlives the fd (a dup), reporting events for
- * an fd number that may belong to another file by then.  A closed fd is
- * still refused at once (-EBADF, one fcntl).
+ * an fd number that may belong to another file by then.  Setting a
+ * handler makes no syscall at all, so a closed fd is only found out when
+ * its ADD fails (below).
  *
  * Kernel quirks.  epoll watches (file, fd) pairs and drops a registration
  * by itself only when the last reference to the file goes away.  DEL of an
@@ -34,8 +35,9 @@
  * cannot be watched (ADD fails with EPERM): those are reported ready at
  * every wait, for the events their handler wants, which is what poll(2)
  * reports for them and what the poll and io_uring monitors do.  An fd
- * that was closed before its ADD reached the kernel is not watched (no
- * callback) until its handler changes, as on io_uring.
+ * that is closed when its ADD reaches the kernel (EBADF) is not watched
+ * (no callback) until its handler changes, as on io_uring and poll, and
+ * counted in stats.bad_fds.
  *
  * Threading: update() runs under loop->lock; the dirty and always-ready
  * lists are only touched under it.  A change made while the polling thread
@@ -44,7 +46,6 @@
  * map the harvested events to handlers.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -180,9 +181,6 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     if (oev == nev) {
         return 0; /* unchanged re-arm: nothing for the kernel */
     }
-    if (oev == 0 && fcntl(fd, F_GETFD) < 0) {
-        return -errno; /* refuse a closed fd now */
-    }
     ret = aiol__reserve(&s->fds, &s->nfds, (size_t)fd + 1, sizeof(*s->fds));
     if (ret < 0) {
         return ret;
@@ -235,7 +233,10 @@ static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
         st->always = (uint8_t)want; /* no poll method: always ready */
         atomic_store_explicit(&s->has_always, true, memory_order_relaxed);
     }
-    /* else -EBADF: closed before it reached the kernel; not watched */
+    else if (ret == -EBADF) {
+        loop->stats.bad_fds++; /* closed before it reached the kernel */
+    }
+    /* not watched until its handler changes */
 }
 
 /* Hands every pending change to the kernel.  Polling thread. */

@@ -55,7 +55,6 @@
  * choice falls back to epoll.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <pthread.h>
@@ -200,9 +199,6 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     if (oev == nev) {
         return 0; /* unchanged re-arm */
     }
-    if (oev == 0 && fcntl(fd, F_GETFD) < 0) {
-        return -errno; /* refuse a closed fd now, as epoll does */
-    }
     ret = aiol__reserve(&s->fds, &s->nfds, (size_t)fd + 1, sizeof(*s->fds));
     if (ret == 0 && nev == 0) {
         s->fds[fd].dropped = true;
@@ -312,6 +308,7 @@ static int reap_one(aiol_loop *loop, uring_state *s,
          * -EBADF: the fd was closed before it was armed.  Like epoll, stop
          * watching it (no re-arm, no callback) until its handler changes.
          */
+        loop->stats.bad_fds += res == -EBADF;
         return 0;
     }
     if (!st->fired) {

@@ -5,9 +5,8 @@
  * Design.  A persistent pollfd array holds one entry per handler that
  * watches events; handler->mon_slot is its index.  Add appends, remove
  * moves the last entry into the hole, replace rewrites the entry in place:
- * all O(1) and free of syscalls, except one fcntl(F_GETFD) on add so that a
- * closed fd is refused with EBADF as on epoll.  The wait itself is O(n)
- * because poll(2) is; dispatch stays O(ready).
+ * all O(1) and free of syscalls.  The wait itself is O(n) because poll(2)
+ * is; dispatch stays O(ready).
  *
  * Threading: the array is protected by loop->lock.  Since other threads may
  * change handlers while the polling thread sleeps, wait() copies the array
@@ -15,14 +14,15 @@
  * the fd table, so a handler replaced during the sleep gets the event and a
  * removed one gets nothing.
  *
- * Kernel quirks.  An fd closed while watched comes back as POLLNVAL on every
- * call.  We stop watching that entry (fd set negative, which poll ignores)
- * instead of spinning; setting the handler again re-enables it.  Regular
+ * Kernel quirks.  An fd closed while watched (or before it was set: set
+ * makes no syscall) comes back as POLLNVAL on every call.  We stop
+ * watching that entry (fd set negative, which poll ignores) instead of
+ * spinning, and count it in stats.bad_fds; setting the handler again
+ * re-enables it.  Regular
  * files are always readable and writable to poll(2).  ppoll gives the wait
  * nanosecond precision.
  */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <stdlib.h>
 #include <string.h>
@@ -76,19 +76,18 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
                                      old ? old->fd : new_->fd,
                                      old ? old->events : 0u,
                                      new_ ? new_->events : 0u);
-        if (ret < 0 && ret != -EPERM) {
-            return ret; /* poll watches regular files; epoll cannot */
+        /*
+         * poll watches regular files (epoll refuses them: EPERM); a closed
+         * fd (EBADF) is found out by the wait, as POLLNVAL.
+         */
+        if (ret < 0 && ret != -EPERM && ret != -EBADF) {
+            return ret;
         }
     }
 
     if (new_ != NULL && new_->events != 0) {
         if (slot < 0) {
-            int ret;
-
-            if (fcntl(new_->fd, F_GETFD) < 0) {
-                return -errno;
-            }
-            ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
+            int ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
             if (ret < 0) {
                 return ret;
             }
@@ -164,6 +163,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
             struct pollfd *live = &s->pfds[node->mon_slot];
             if (live->fd == p->fd) {
                 live->fd = -p->fd - 1; /* ignored by poll until set again */
+                loop->stats.bad_fds++;
             }
             continue;
         }

@@ -101,6 +101,30 @@ static bool same_handler(const aiol__handler *h, const aiol_fd_ops *ops,
            x->poll_end == y->poll_end && x->flags == y->flags;
 }
 
+/*
+ * Fills a fresh handler.  Field by field: zeroing the whole struct first
+ * (calloc, a compound literal) costs a string store that shows up in
+ * handler churn.
+ */
+static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
+                      void *opaque, bool internal)
+{
+    node->fd = fd;
+    node->events = ops_events(ops);
+    node->ops = *ops;
+    node->opaque = opaque;
+    node->internal = internal;
+    atomic_init(&node->deleted, false);
+    node->revents = 0;
+    AIOL_LIST_ENTRY_INIT(node, node_ready);
+    AIOL_LIST_ENTRY_INIT(node, node_deleted);
+    AIOL_LIST_ENTRY_INIT(node, node_live);
+    AIOL_LIST_ENTRY_INIT(node, node_poll);
+    node->mon_slot = -1;
+    node->poll_progress_ns = ops->poll != NULL ? aiol_clock_now_ns() : 0;
+    node->poll_started = false;
+}
+
 /* Caller holds loop->lock.  Adds or takes @node off the busy-poll set. */
 static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
                                   bool add)
@@ -172,20 +196,17 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
             pthread_mutex_unlock(&loop->lock);
             return 0;
         }
-        node = calloc(1, sizeof(*node));
+        /*
+         * malloc, not calloc: glibc's calloc bypasses the per-thread cache,
+         * and churn (add, remove, add...) then pays the arena's free path
+         * at every pair.
+         */
+        node = malloc(sizeof(*node));
         if (node == NULL) {
             pthread_mutex_unlock(&loop->lock);
             return -ENOMEM;
         }
-        node->fd = fd;
-        node->events = ops_events(ops);
-        node->ops = *ops;
-        node->opaque = opaque;
-        node->internal = internal;
-        node->mon_slot = -1;
-        if (ops->poll != NULL) {
-            node->poll_progress_ns = aiol_clock_now_ns();
-        }
+        node_init(node, fd, ops, opaque, internal);
     }
     if (node == NULL) {
         if (old != NULL) {

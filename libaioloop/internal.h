@@ -35,7 +35,14 @@ _Noreturn void aiol__fail(const char *func, const char *msg);
  * elements of @esize bytes so it holds at least @want, doubling from 64;
  * new elements are zeroed.  0 or -ENOMEM, leaving the array as it was.
  */
-int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize);
+int aiol__reserve_grow(void *arrp, size_t *cap, size_t want, size_t esize);
+
+/* aiol__reserve_grow() behind an inline check: most calls need no growth. */
+static inline int aiol__reserve(void *arrp, size_t *cap, size_t want,
+                                size_t esize)
+{
+    return want <= *cap ? 0 : aiol__reserve_grow(arrp, cap, want, esize);
+}
 
 /* Appends @fd to the list *@v of *@n fds (capacity *@cap).  0 or -ENOMEM. */
 int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd);

@@ -24,14 +24,11 @@ uint64_t aiol__thread_id(void)
     return id;
 }
 
-int aiol__reserve(void *arrp, size_t *cap, size_t want, size_t esize)
+int aiol__reserve_grow(void *arrp, size_t *cap, size_t want, size_t esize)
 {
     size_t size = *cap ? *cap : 64;
     char *arr, *bigger;
 
-    if (want <= *cap) {
-        return 0;
-    }
     while (size < want) {
         size *= 2;
     }

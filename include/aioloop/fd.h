@@ -73,8 +73,16 @@ typedef struct aiol_fd_ops {
  * An fd without a poll method (a regular file) is accepted on every
  * backend and reported ready at every iteration, as poll(2) reports it.
  *
- * @return 0; -EBADF for a negative or closed fd; -ENOMEM.  On error the
- *         loop is unchanged: a previous handler stays.
+ * Setting a handler makes no syscall: every backend hands new
+ * registrations to the kernel at its next wait (or aiol_loop_prepare()).
+ * So an fd that is closed by then, or was already closed when it was set,
+ * is not refused here: the monitor finds it out, never runs the handler's
+ * callbacks and stops watching it until the handler is set again;
+ * aiol_loop_stats.bad_fds counts such cases.  Close an fd only after
+ * removing its handler.
+ *
+ * @return 0; -EBADF for a negative fd; -ENOMEM.  On error the loop is
+ *         unchanged: a previous handler stays.
  */
 int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
                     void *opaque);

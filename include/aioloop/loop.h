@@ -39,6 +39,8 @@ typedef struct aiol_loop_stats {
     uint64_t notify_kicks;   /**< notifies that had to write the wakeup fd
                                   (any thread; approximate while they race) */
     uint64_t poll_rounds;    /**< busy-poll rounds over the poll callbacks */
+    uint64_t bad_fds;        /**< handlers the monitor found with a closed
+                                  fd (EBADF, POLLNVAL) and stopped watching */
 } aiol_loop_stats;
 
 /**
