@@ -98,6 +98,9 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
             .events = (short)aiol__events_to_poll(node->events),
         };
     }
+    if (loop->mon->host_direct != NULL) {
+        loop->mon->host_direct(loop, ret == 0);
+    }
     pthread_mutex_unlock(&loop->lock);
     return ret < 0 ? ret : (int)n;
 }

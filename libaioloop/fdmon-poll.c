@@ -38,6 +38,7 @@ typedef struct poll_state {
     struct pollfd *copy; /* polling thread */
     size_t copy_cap;     /* polling thread */
     int embed_epfd;      /* epoll mirror for a host loop, or -1; lock */
+    bool direct;         /* the host polls the fds: mirror kept empty; lock */
 } poll_state;
 
 static int poll_init(aiol_loop *loop)
@@ -71,7 +72,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
     poll_state *s = loop->mon_state;
     long slot = old ? old->mon_slot : -1;
 
-    if (s->embed_epfd >= 0) {
+    if (s->embed_epfd >= 0 && !s->direct) {
         int ret = aiol__epoll_change(loop, s->embed_epfd,
                                      old ? old->fd : new_->fd,
                                      old ? old->events : 0u,
@@ -176,6 +177,46 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
 }
 
 /*
+ * Under loop->lock.  Registers every watched fd in epoll instance @epfd
+ * (@add) or takes them all out.  Files epoll refuses (EPERM) and closed
+ * fds (EBADF) are left to the ppoll that dispatch makes.  0 or -errno.
+ */
+static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
+{
+    int ret = 0;
+
+    for (size_t i = 0; ret == 0 && i < s->n; i++) {
+        aiol__handler *node = loop->table[s->pfds[i].fd < 0
+                                          ? -s->pfds[i].fd - 1
+                                          : s->pfds[i].fd];
+        ret = aiol__epoll_change(loop, epfd, node->fd,
+                                 add ? 0u : node->events,
+                                 add ? node->events : 0u);
+        ret = ret == -EPERM || ret == -EBADF ? 0 : ret;
+    }
+    return ret;
+}
+
+/*
+ * Under loop->lock.  Direct embedding: the mirror would cost the kernel a
+ * callback into epoll at every event while the host polls the fds itself,
+ * so it is emptied, and refilled when the host goes back to it.
+ */
+static void poll_host_direct(aiol_loop *loop, bool direct)
+{
+    poll_state *s = loop->mon_state;
+
+    if (direct == s->direct) {
+        return;
+    }
+    s->direct = direct;
+    if (s->embed_epfd >= 0) {
+        /* (a failed refill leaves those fds out until they change) */
+        (void)mirror_fill(loop, s, s->embed_epfd, !direct);
+    }
+}
+
+/*
  * A host loop needs one fd that is readable when any watched fd is: an
  * epoll instance mirroring the pollfd array, made on first request and
  * kept in step by poll_update().  Dispatch still goes through ppoll.
@@ -186,17 +227,11 @@ static int poll_get_fd(aiol_loop *loop)
     int ret = 0;
 
     pthread_mutex_lock(&loop->lock);
+    poll_host_direct(loop, false);
     if (s->embed_epfd < 0) {
         int epfd = epoll_create1(EPOLL_CLOEXEC);
 
-        ret = epfd < 0 ? -errno : 0;
-        for (size_t i = 0; ret == 0 && i < s->n; i++) {
-            aiol__handler *node = loop->table[s->pfds[i].fd < 0
-                                              ? -s->pfds[i].fd - 1
-                                              : s->pfds[i].fd];
-            ret = aiol__epoll_change(loop, epfd, node->fd, 0, node->events);
-            ret = ret == -EPERM ? 0 : ret;
-        }
+        ret = epfd < 0 ? -errno : mirror_fill(loop, s, epfd, true);
         if (ret == 0) {
             s->embed_epfd = epfd;
         } else if (epfd >= 0) {
@@ -214,6 +249,7 @@ const aiol__fdmon_ops aiol__fdmon_poll = {
     .update = poll_update,
     .wait = poll_wait,
     .get_fd = poll_get_fd,        /* an epoll mirror, made on demand */
+    .host_direct = poll_host_direct,
     .host_may_poll = true,
     .update_needs_notify = true,  /* a sleeping ppoll sleeps on a copy */
 };

@@ -264,6 +264,16 @@ typedef struct aiol__fdmon_ops {
     /* Optional.  True when dispatch() has work queued already.  Polling thread. */
     bool (*pending)(aiol_loop *loop);
     /*
+     * Optional, for host_may_poll monitors.  @direct true: a host polls
+     * the watched fds itself (aiol_loop_embed_fds() succeeded), so the
+     * monitor may drop its kernel registrations, which cost the kernel a
+     * wakeup callback per event on every watched fd.  false: the host goes
+     * back to the loop fd, which must report every watched fd when this
+     * returns.  get_fd() ends direct mode too, and so does wait() where
+     * it needs the kernel set.  Caller holds loop->lock; polling thread.
+     */
+    void (*host_direct)(aiol_loop *loop, bool direct);
+    /*
      * Optional.  First step of loop teardown: finishes the monitor's own
      * outstanding work while the loop is still whole.
      */

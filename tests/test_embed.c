@@ -455,6 +455,79 @@ out:
     close(wfd);
 }
 
+/*
+ * Switching between direct embedding and the loop fd.  While the host
+ * polls the fds itself the loop fd goes stale (the fds leave the epoll set
+ * behind it: each would cost the kernel a callback per event); -ENOSPC
+ * and a new aiol_loop_get_fd() make it whole again, the loop's own polls
+ * work regardless, and nothing is lost either way.
+ */
+static void test_embed_direct_and_loop_fd(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    efd_h a = { .fd = tu_eventfd() }, c = { .fd = tu_eventfd() };
+    struct pollfd fds[8];
+    uint64_t ctls;
+    int lfd = aiol_loop_get_fd(loop), n;
+
+    (void)state;
+    if (strcmp(aiol_loop_backend(loop), "io_uring") == 0) {
+        aiol_loop_free(loop);  /* no direct mode (test_embed_direct_fds) */
+        close(a.fd);
+        close(c.fd);
+        skip();
+    }
+    assert_true(lfd >= 0);
+    assert_int_equal(aiol_fd_set(loop, a.fd, cb_efd_read, NULL, NULL, &a), 0);
+    tu_eventfd_signal(a.fd);
+    assert_true(host_sees_input(loop, lfd));
+
+    /* direct: the host's poll finds it; the epoll set no longer has it */
+    n = host_poll_direct(loop, fds, 8, 0);
+    assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+    assert_int_equal(a.reads, 1);
+    tu_eventfd_signal(a.fd);
+    assert_false(fd_readable(lfd, 0));
+    /* handler churn while direct reaches no kernel set */
+    ctls = tu_stats(loop).monitor_ctls;
+    for (int i = 0; i < 10; i++) {
+        assert_int_equal(aiol_fd_set(loop, c.fd, cb_efd_read, NULL, NULL,
+                                     &c), 0);
+        assert_int_equal(aiol_fd_remove(loop, c.fd), 0);
+    }
+    n = host_poll_direct(loop, fds, 8, 0);
+    assert_int_equal(tu_stats(loop).monitor_ctls, ctls);
+    assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+    assert_int_equal(a.reads, 2);
+
+    /* -ENOSPC: the host falls back to the loop fd, which is whole again */
+    tu_eventfd_signal(a.fd);
+    aiol_loop_prepare(loop);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 1), -ENOSPC);
+    assert_true(fd_readable(lfd, 0));
+    aiol_loop_check(loop);
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(a.reads, 3);
+
+    /* a new aiol_loop_get_fd() after direct rounds */
+    (void)host_poll_direct(loop, fds, 8, 0);
+    tu_eventfd_signal(a.fd);
+    assert_int_equal(aiol_loop_get_fd(loop), lfd);
+    assert_true(host_sees_input(loop, lfd));
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(a.reads, 4);
+
+    /* the loop's own poll (here right after a direct round) */
+    (void)host_poll_direct(loop, fds, 8, 0);
+    tu_eventfd_signal(a.fd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(a.reads, 5);
+    assert_int_equal(aiol_fd_remove(loop, a.fd), 0);
+    aiol_loop_free(loop);
+    close(a.fd);
+    close(c.fd);
+}
+
 /* -------------------------------------------------------------- phases */
 
 typedef struct phase_rec {
@@ -629,6 +702,7 @@ int main(void)
         T(test_embed_check_timer_due),
         T(test_embed_prepare_notify_makes_fd_readable),
         T(test_embed_direct_fds),
+        T(test_embed_direct_and_loop_fd),
         T(test_embed_phase_deadline_and_progress),
         T(test_embed_phase_runs_after_other_work),
         T(test_embed_idle_bh_becomes_due),

@@ -37,7 +37,8 @@ extern "C" {
  * some handler's fd is ready or a notify is pending.
  * epoll: the epoll fd; io_uring: the ring fd (a ring bound to one thread
  * is made shared first, see aioloop/uring.h); poll: an epoll instance that
- * mirrors the watched fds, made on the first call.
+ * mirrors the watched fds, made on the first call.  Call it again when
+ * going back to the loop fd after direct embedding (below).
  * @return the fd (owned by the loop), or a negative errno if the mirror
  *         cannot be made.
  */
@@ -80,6 +81,13 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  * most @p max.
  * The set changes when handlers do: call it again each iteration, after
  * aiol_loop_prepare().  Polling thread.
+ *
+ * While the host polls directly, the loop fd is not kept up to date: the
+ * fds leave the epoll set behind it (epoll's own, poll's mirror), where
+ * each would cost the kernel a callback at every event.  An -ENOSPC
+ * return or a new aiol_loop_get_fd() puts them back, so a host switches
+ * to the loop fd after one of those.  The loop's own polls need no care
+ * (aiol_loop_poll(), nested ones included, from a dispatched callback).
  * @return the number of entries; -ENOSPC when more than @p max fds are
  *         watched; -ENOTSUP on io_uring, whose single-shot polls the host
  *         cannot stand in for (use aiol_loop_get_fd() in both cases).
