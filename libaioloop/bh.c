@@ -202,8 +202,7 @@ bool aiol__bh_poll(aiol_loop *loop)
     aiol__bh_slice *s;
     bool progress = false;
 
-    if (atomic_load_explicit(&loop->bh_list, memory_order_relaxed) == NULL &&
-        AIOL_TAILQ_EMPTY(&loop->bh_slices)) {
+    if (!aiol__bh_any(loop)) {
         return false;
     }
     slice.head = bh_take_all(loop);
@@ -232,47 +231,52 @@ bool aiol__bh_poll(aiol_loop *loop)
     return progress;
 }
 
-/*
- * Scans a chain of pending bottom halves: 0 if one must run now,
- * AIOL_DEADLINE_NONE if none waits, else @idle_deadline (only idle ones).
- */
-static int64_t chain_deadline(const aiol_bh *bh, int64_t idle_deadline)
+/* What a chain of pending bottom halves waits for, most urgent last. */
+enum { CHAIN_NONE, CHAIN_IDLE, CHAIN_NOW };
+
+/* Scans a chain: CHAIN_NOW if one must run now, CHAIN_IDLE if only idle
+ * ones wait, CHAIN_NONE if none does. */
+static int chain_state(const aiol_bh *bh)
 {
-    int64_t deadline = AIOL_DEADLINE_NONE;
+    int state = CHAIN_NONE;
 
     for (; bh != NULL; bh = bh->next) {
         unsigned flags = atomic_load_explicit(&bh->flags, memory_order_relaxed);
 
         if ((flags & (BH_SCHEDULED | BH_DELETED)) == BH_SCHEDULED) {
             if (!(flags & BH_IDLE)) {
-                return 0;
+                return CHAIN_NOW;
             }
-            deadline = idle_deadline;
+            state = CHAIN_IDLE;
         }
     }
-    return deadline;
+    return state;
 }
 
-int64_t aiol__bh_deadline(aiol_loop *loop, int64_t now_ns)
+int64_t aiol__bh_deadline(aiol_loop *loop, aiol__now *now)
 {
     /* Acquire pairs with the release CAS in bh_enqueue(). */
     const aiol_bh *head = atomic_load_explicit(&loop->bh_list,
                                                memory_order_acquire);
-    /* Idle ones are due 10 ms after the loop first saw one pending. */
-    int64_t idle = (loop->bh_idle_seen_ns ? loop->bh_idle_seen_ns : now_ns) +
-                   AIOL__BH_IDLE_NS;
-    int64_t deadline = chain_deadline(head, idle);
+    int state = chain_state(head);
     const aiol__bh_slice *s;
 
     /* Slices a nested poll's parents have not finished yet. */
     AIOL_TAILQ_FOREACH(s, &loop->bh_slices, link) {
-        int64_t d = chain_deadline(s->head, idle);
-        deadline = d < deadline ? d : deadline;
+        int st = chain_state(s->head);
+        state = st > state ? st : state;
     }
-    if (deadline == idle && loop->bh_idle_seen_ns == 0) {
-        loop->bh_idle_seen_ns = now_ns;
+    if (state == CHAIN_NOW) {
+        return 0;
     }
-    return deadline;
+    if (state == CHAIN_NONE) {
+        return AIOL_DEADLINE_NONE;
+    }
+    /* Idle ones are due 10 ms after the loop first saw one pending. */
+    if (loop->bh_idle_seen_ns == 0) {
+        loop->bh_idle_seen_ns = aiol__now_get(now);
+    }
+    return loop->bh_idle_seen_ns + AIOL__BH_IDLE_NS;
 }
 
 void aiol__bh_free_all(aiol_loop *loop)

@@ -8,6 +8,22 @@
  * bit 0 of notify_me, which makes notifiers write the eventfd until
  * check() clears it.  Blocking polls use notify_me += 2, so both may
  * overlap (a nested blocking poll inside a host-dispatched callback).
+ *
+ * prepare() announces itself with host_armed, a flag of its own, in one
+ * seq_cst store (F1 here); the loads that must see other threads' news
+ * after it (notified, the monitor's dirty flag) are seq_cst too.  With the
+ * remote side's fence (F2 in notify.c, F4 in handler.c) that is the same
+ * Dekker pairing as a fence on each side, for one locked instruction
+ * instead of two, and check() disarms with a plain release store.
+ *
+ * Direct embedding caches what aiol_loop_embed_fds() listed, with the
+ * handler of each fd, stamped with loop->embed_gen.  While the stamp is
+ * current, embed_fds() repeats the list and dispatch maps revents to
+ * handlers without loop->lock.  The mapping is safe because the walk has
+ * begun (walkers > 0, seq_cst) before embed_gen is read (seq_cst), and a
+ * remover bumps embed_gen (seq_cst) before it reads walkers to decide
+ * whether to free: either we see the bump and take the lock, or it sees
+ * our walk and parks the handler, whose deleted flag dispatch checks.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -20,52 +36,65 @@ int aiol_loop_get_fd(aiol_loop *loop)
     return loop->mon->get_fd ? loop->mon->get_fd(loop) : -ENOTSUP;
 }
 
-int64_t aiol__loop_deadline(aiol_loop *loop, int64_t now_ns)
+int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
 {
     int64_t d, deadline;
 
-    if (atomic_load_explicit(&loop->notified, memory_order_relaxed) ||
+    /* seq_cst: pairs with F2 in aiol_loop_notify() (see the top). */
+    if (atomic_load_explicit(&loop->notified, memory_order_seq_cst) ||
         (loop->mon->pending != NULL && loop->mon->pending(loop))) {
         return 0;
     }
-    deadline = aiol__bh_deadline(loop, now_ns);
+    /*
+     * Each source is asked only if it has something (checks on the hot
+     * fields of struct aiol_loop): an idle loop computes its deadline
+     * without a call.
+     */
+    deadline = aiol__bh_any(loop) ? aiol__bh_deadline(loop, now)
+                                  : AIOL_DEADLINE_NONE;
     if (deadline == 0) {
         return 0;
     }
-    d = aiol__timers_deadline(loop, now_ns);
-    deadline = d < deadline ? d : deadline;
-    d = aiol__phases_deadline(loop, now_ns);
-    return d < deadline ? d : deadline;
+    if (loop->timers_armed != 0) {
+        d = aiol__timers_deadline(loop, now);
+        deadline = d < deadline ? d : deadline;
+    }
+    if (!AIOL_LIST_EMPTY(&loop->phases)) {
+        d = aiol__phases_deadline(loop, now);
+        deadline = d < deadline ? d : deadline;
+    }
+    return deadline;
 }
 
 int64_t aiol_loop_prepare(aiol_loop *loop)
 {
-    int64_t deadline;
+    aiol__now now = AIOL__NOW_LAZY;
 
     aiol__check(loop != NULL, "loop is NULL");
-    atomic_fetch_or_explicit(&loop->notify_me, 1, memory_order_relaxed);
     /*
-     * F1: pairs with F2 in aiol_loop_notify() and with F4 in handler.c:
-     * announcing ourselves before flushing means a change the flush misses
-     * is made by a thread that sees notify_me and wakes the host.
+     * F1, a seq_cst store: pairs with F2 in aiol_loop_notify() and with F4
+     * in handler.c.  Announcing ourselves before flushing means a change
+     * the flush misses is made by a thread that sees host_armed and wakes
+     * the host.
      */
-    atomic_thread_fence(memory_order_seq_cst);
+    atomic_store_explicit(&loop->host_armed, true, memory_order_seq_cst);
     if (loop->mon->flush != NULL) {
         loop->mon->flush(loop);
     }
-    deadline = aiol__loop_deadline(loop, aiol_clock_now_ns());
-    return deadline;
+    return aiol__loop_deadline(loop, &now);
 }
 
 bool aiol_loop_check(aiol_loop *loop)
 {
-    int64_t now;
+    aiol__now now = AIOL__NOW_LAZY;
+    int64_t deadline;
 
     aiol__check(loop != NULL, "loop is NULL");
     /* Release: the host's reads of our state stay before the disarm. */
-    atomic_fetch_and_explicit(&loop->notify_me, ~1u, memory_order_release);
-    now = aiol_clock_now_ns();
-    return aiol__loop_deadline(loop, now) <= now;
+    atomic_store_explicit(&loop->host_armed, false, memory_order_release);
+    deadline = aiol__loop_deadline(loop, &now);
+    return deadline == 0 ||
+           (deadline != AIOL_DEADLINE_NONE && deadline <= aiol__now_get(&now));
 }
 
 bool aiol_loop_dispatch(aiol_loop *loop)
@@ -73,8 +102,18 @@ bool aiol_loop_dispatch(aiol_loop *loop)
     return aiol_loop_poll(loop, false);
 }
 
+/* Polling thread.  True when the cache still describes the table. */
+static bool embed_current(aiol_loop *loop)
+{
+    /* seq_cst: pairs with aiol__embed_invalidate() (see the top). */
+    return loop->embed.valid &&
+           loop->embed.gen == atomic_load_explicit(&loop->embed_gen,
+                                                   memory_order_seq_cst);
+}
+
 int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
 {
+    aiol__embed_cache *c = &loop->embed;
     aiol__handler *node;
     size_t n = 0;
     int ret = 0;
@@ -84,7 +123,14 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     if (!loop->mon->host_may_poll) {
         return -ENOTSUP;
     }
+    if (c->n <= max && embed_current(loop)) {
+        for (size_t i = 0; i < c->n; i++) {
+            fds[i] = c->ent[i].pfd;
+        }
+        return (int)c->n;
+    }
     pthread_mutex_lock(&loop->lock);
+    c->valid = true;
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
         if (node->events == 0) {
             continue; /* busy-poll only: nothing for a host to poll */
@@ -93,16 +139,60 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
             ret = -ENOSPC;
             break;
         }
-        fds[n++] = (struct pollfd){
+        fds[n] = (struct pollfd){
             .fd = node->fd,
             .events = (short)aiol__events_to_poll(node->events),
         };
+        if (aiol__reserve(&c->ent, &c->cap, n + 1, sizeof(*c->ent)) == 0) {
+            c->ent[n] = (aiol__embed_entry){ .pfd = fds[n], .node = node };
+        } else {
+            c->valid = false; /* no cache: every call takes the lock */
+        }
+        n++;
     }
     if (loop->mon->host_direct != NULL) {
         loop->mon->host_direct(loop, ret == 0);
     }
+    c->valid = c->valid && ret == 0;
+    c->n = n;
+    /* Under the lock, which every bump holds: exact. */
+    c->gen = atomic_load_explicit(&loop->embed_gen, memory_order_relaxed);
     pthread_mutex_unlock(&loop->lock);
     return ret < 0 ? ret : (int)n;
+}
+
+void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
+                       const struct pollfd *fds, size_t n)
+{
+    const aiol__embed_cache *c = &loop->embed;
+    size_t i;
+
+    if (n != c->n || !embed_current(loop)) {
+        aiol__ready_from_host(loop, ready, fds, n);
+        return;
+    }
+    for (i = 0; i < n && fds[i].fd == c->ent[i].pfd.fd; i++) {
+    }
+    if (i < n) {
+        aiol__ready_from_host(loop, ready, fds, n); /* not our list */
+        return;
+    }
+    for (i = 0; i < n; i++) {
+        aiol__handler *node = c->ent[i].node;
+
+        if (fds[i].revents == 0 || (fds[i].revents & POLLNVAL)) {
+            continue;
+        }
+        aiol__ready_add(ready, node,
+                        aiol__events_from_poll((unsigned short)fds[i].revents) &
+                            (node->events | AIOL__EV_HUP | AIOL__EV_ERR));
+    }
+}
+
+void aiol__embed_fini(aiol_loop *loop)
+{
+    free(loop->embed.ent);
+    loop->embed = (aiol__embed_cache){ .valid = false };
 }
 
 bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
@@ -142,14 +232,15 @@ void aiol_phase_remove(aiol_phase *phase)
     free(phase);
 }
 
-int64_t aiol__phases_deadline(aiol_loop *loop, int64_t now_ns)
+int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now)
 {
     int64_t deadline = AIOL_DEADLINE_NONE;
     aiol_phase *phase;
 
     AIOL_LIST_FOREACH(phase, &loop->phases, link) {
         if (phase->ops.deadline != NULL) {
-            int64_t d = phase->ops.deadline(phase->opaque, now_ns);
+            int64_t d = phase->ops.deadline(phase->opaque,
+                                            aiol__now_get(now));
             deadline = d < deadline ? d : deadline;
         }
     }

@@ -273,6 +273,7 @@ static void epoll_host_direct(aiol_loop *loop, bool direct)
     }
     atomic_store_explicit(&s->direct, direct, memory_order_relaxed);
     if (!direct) {
+        aiol__embed_invalidate(loop); /* the embed list implied direct */
         flush_locked(loop, s);
         return;
     }
@@ -299,8 +300,8 @@ static void epoll_flush(aiol_loop *loop)
 {
     epoll_state *s = loop->mon_state;
 
-    /* Relaxed: pairs through fences F1/F4 (see epoll_state). */
-    if (!atomic_load_explicit(&s->has_dirty, memory_order_relaxed)) {
+    /* seq_cst: pairs with F4 through F1 (see epoll_state, embed.c). */
+    if (!atomic_load_explicit(&s->has_dirty, memory_order_seq_cst)) {
         return;
     }
     pthread_mutex_lock(&loop->lock);

@@ -210,6 +210,9 @@ static void poll_host_direct(aiol_loop *loop, bool direct)
         return;
     }
     s->direct = direct;
+    if (!direct) {
+        aiol__embed_invalidate(loop); /* the embed list implied direct */
+    }
     if (s->embed_epfd >= 0) {
         /* (a failed refill leaves those fds out until they change) */
         (void)mirror_fill(loop, s, s->embed_epfd, !direct);

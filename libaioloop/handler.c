@@ -66,9 +66,15 @@ void aiol__walk_end(aiol_loop *loop)
     if (!atomic_load_explicit(&loop->deleted_pending, memory_order_acquire)) {
         /*
          * Nothing to free.  A handler parked after this load stays parked
-         * until the next walk ends or a removal finds no walker.
+         * until the next walk ends or a removal finds no walker.  Only the
+         * polling thread writes walkers, so a plain store does: release
+         * pairs with the seq_cst load in retire_locked(), which frees only
+         * after our dispatch is done with the handler.
          */
-        atomic_fetch_sub_explicit(&loop->walkers, 1, memory_order_seq_cst);
+        atomic_store_explicit(&loop->walkers,
+                              atomic_load_explicit(&loop->walkers,
+                                                   memory_order_relaxed) - 1,
+                              memory_order_release);
         return;
     }
     pthread_mutex_lock(&loop->lock);
@@ -150,6 +156,7 @@ static void remove_locked(aiol_loop *loop, aiol__handler *old)
     AIOL_LIST_REMOVE(old, node_live);
     loop->nhandlers--;
     pollers_change_locked(loop, old, false);
+    aiol__embed_invalidate(loop); /* before the retire: see embed.c */
     retire_locked(loop, old);
 }
 
@@ -168,7 +175,7 @@ static void wake_sleeper(aiol_loop *loop)
      * our change, or we see its notify_me and wake it.
      */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&loop->notify_me, memory_order_relaxed) != 0) {
+    if (aiol__poller_may_sleep(loop)) {
         aiol_loop_notify(loop);
     }
 }
@@ -226,6 +233,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
     loop->table[fd] = node;
     AIOL_LIST_INSERT_HEAD(&loop->live, node, node_live);
     pollers_change_locked(loop, node, true);
+    aiol__embed_invalidate(loop); /* before the retire: see embed.c */
     if (old != NULL) {
         AIOL_LIST_REMOVE(old, node_live);
         pollers_change_locked(loop, old, false);

@@ -31,6 +31,28 @@
 _Noreturn void aiol__fail(const char *func, const char *msg);
 
 /*
+ * The current time, read at most once and only if needed: computing a
+ * deadline with no timer or idle bottom half armed reads no clock (a
+ * clock read is a visible share of a host loop's iteration).  Local to
+ * one call; AIOL__NOW_LAZY starts one, AIOL__NOW_AT(ns) one already read.
+ */
+typedef struct aiol__now {
+    bool read;
+    int64_t ns;
+} aiol__now;
+#define AIOL__NOW_LAZY ((aiol__now){ .read = false, .ns = 0 })
+#define AIOL__NOW_AT(t) ((aiol__now){ .read = true, .ns = (t) })
+
+static inline int64_t aiol__now_get(aiol__now *now)
+{
+    if (!now->read) {
+        now->ns = aiol_clock_now_ns();
+        now->read = true;
+    }
+    return now->ns;
+}
+
+/*
  * Grows the array *@arrp (a pointer to any element pointer) of *@cap
  * elements of @esize bytes so it holds at least @want, doubling from 64;
  * new elements are zeroed.  0 or -ENOMEM, leaving the array as it was.
@@ -157,11 +179,68 @@ struct aiol_phase {
 
 struct aiol__fdmon_ops;
 
+/* What the last successful aiol_loop_embed_fds() listed (embed.c). */
+typedef struct aiol__embed_entry {
+    struct pollfd pfd;
+    aiol__handler *node;
+} aiol__embed_entry;
+
+typedef struct aiol__embed_cache {
+    bool valid;
+    uint_fast64_t gen;        /* loop->embed_gen it is current for */
+    size_t n, cap;
+    aiol__embed_entry *ent;
+} aiol__embed_cache;
+
 struct aiol_loop {
+    /*
+     * Hot: what every iteration reads, an embedded one above all, kept in
+     * the first cache lines (a host's iteration runs between syscalls that
+     * evict much of L1).  Each field's owner is given further down with
+     * its group, or here.
+     */
     const struct aiol__fdmon_ops *mon; /* immutable after creation */
+    void *mon_state;                   /* monitor private, see its file */
+    /*
+     * Walking counter: number of poll calls (nested ones included) in
+     * progress.  While it is non-zero, removed handlers go on the deleted
+     * list instead of being freed, because some ready list or dispatch may
+     * still point at them.  Written only by the polling thread (one poll
+     * at a time, nested ones on its stack): incremented without the lock
+     * (seq_cst, pairs with the load in retire_locked() made under the lock
+     * after the table was updated), decremented with a release store, or
+     * under the lock when the deleted list must be freed.
+     */
+    atomic_uint walkers;
+    atomic_bool deleted_pending; /* deleted list may be non-empty */
+    /* Notify, see notify.c. */
+    atomic_bool host_armed;    /* between aiol_loop_prepare() and check() */
+    atomic_bool notified;      /* a wakeup is pending; any thread */
+    atomic_bool notify_kicked; /* notify_fd written, not yet drained */
+    bool poll_started;         /* some handler had poll_begin; polling thread */
+    atomic_uint notify_me;     /* +2 per blocking poll */
+    /* Bottom halves, see bh.c. */
+    _Atomic(struct aiol_bh *) bh_list; /* lock-free stack; any thread */
+    AIOL_TAILQ_HEAD(, aiol__bh_slice) bh_slices; /* polling thread */
+    /* Timers, see timer.c.  Polling thread. */
+    AIOL_LIST_HEAD(, aiol_clock) clocks;
+    size_t timers_armed;       /* over every clock of the loop */
+    /* Embedder phases, see embed.c.  Polling thread. */
+    AIOL_LIST_HEAD(, aiol_phase) phases;
+    int64_t poll_ns;           /* busy-poll window; polling thread */
+    int64_t poll_max_ns;       /* polling thread */
+    /*
+     * Direct embedding, see embed.c.  embed_gen is bumped (seq_cst, under
+     * loop->lock) by every change of the handler table and by the monitor
+     * leaving direct mode; embed is the polling thread's.
+     */
+    atomic_uint_fast64_t embed_gen;
+    aiol__embed_cache embed;
+    aiol_loop_stats stats; /* polling thread; monitor_ctls under lock */
+
+    /* Cold from here on. */
     bool single_thread; /* polled by one thread for life (an iothread's);
                            set before the first poll */
-    void *mon_state;                   /* monitor private, see its file */
 
     /*
      * loop->lock protects the fd table, the deleted list and the monitor's
@@ -175,37 +254,13 @@ struct aiol_loop {
     AIOL_LIST_HEAD(, aiol__handler) deleted; /* removed while walked; lock */
     AIOL_LIST_HEAD(, aiol__handler) live;    /* every handler in table; lock */
 
-    /*
-     * Walking counter: number of poll calls (nested ones included) in
-     * progress.  While it is non-zero, removed handlers go on the deleted
-     * list instead of being freed, because some ready list or dispatch may
-     * still point at them.  Incremented without the lock (seq_cst, pairs
-     * with the load in aiol__handler_retire() made under the lock after
-     * the table was updated); the decrement to zero frees the list under
-     * the lock.
-     */
-    atomic_uint walkers;
-    atomic_bool deleted_pending; /* deleted list may be non-empty */
-
-    aiol_loop_stats stats; /* polling thread; monitor_ctls under lock */
-
-    /* Bottom halves, see bh.c. */
-    _Atomic(struct aiol_bh *) bh_list; /* lock-free stack; any thread */
-    AIOL_TAILQ_HEAD(, aiol__bh_slice) bh_slices; /* polling thread */
     atomic_size_t bh_live; /* bottom halves not yet freed; any thread */
+    aiol_clock *mono;      /* the monotonic clock; polling thread */
 
-    /* Timers, see timer.c.  Polling thread. */
-    AIOL_LIST_HEAD(, aiol_clock) clocks;
-    aiol_clock *mono;
-
-    /* Embedder phases, see embed.c.  Polling thread. */
-    AIOL_LIST_HEAD(, aiol_phase) phases;
-
-    /* Notify, see notify.c. */
-    int notify_fd;             /* eventfd; immutable after creation */
-    atomic_uint notify_me;     /* +2 per blocking poll, |1 prepare..check */
-    atomic_bool notified;      /* a wakeup is pending; any thread */
-    atomic_bool notify_kicked; /* notify_fd written, not yet drained */
+    int notify_fd;             /* eventfd, -1 with wakeup_fn; set before
+                                  other threads use the loop */
+    aiol_wakeup_fn *wakeup_fn; /* embedder's wakeup instead of notify_fd */
+    void *wakeup_opaque;       /* (both set before other threads use it) */
 
     /* Busy polling, see busypoll.c. */
     AIOL_LIST_HEAD(, aiol__handler) pollers; /* handlers with poll(); lock */
@@ -213,9 +268,7 @@ struct aiol_loop {
     unsigned pollers_snap_gen; /* gen of pollers_snap; polling thread */
     aiol__handler **pollers_snap; /* polling thread */
     size_t npollers_snap, pollers_snap_cap; /* polling thread */
-    int64_t poll_max_ns, poll_grow, poll_shrink; /* polling thread */
-    int64_t poll_ns;           /* current window; polling thread */
-    bool poll_started;         /* some handler had poll_begin; polling thread */
+    int64_t poll_grow, poll_shrink; /* polling thread */
     int64_t bh_idle_seen_ns;   /* when an idle BH was first seen pending, 0:
                                   none; polling thread */
     unsigned poll_skipped_waits; /* polling thread */
@@ -342,10 +395,34 @@ void aiol__handlers_free_all(aiol_loop *loop);
 
 /*
  * Under no lock; polling thread.  Queues on @ready the handlers of the
- * @n fds whose revents a host's poll filled in (aiol_loop_dispatch_fds()).
+ * @n fds whose revents a host's poll filled in (aiol_loop_dispatch_fds()):
+ * aiol__embed_ready() without its lock-free fast path.
  */
 void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
                            const struct pollfd *fds, size_t n);
+/* The same, inside a walk (after aiol__walk_begin()); embed.c. */
+void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
+                       const struct pollfd *fds, size_t n);
+/*
+ * Under loop->lock.  The table changed, or the monitor left direct mode:
+ * what aiol_loop_embed_fds() listed last is stale.  seq_cst: see embed.c.
+ */
+static inline void aiol__embed_invalidate(aiol_loop *loop)
+{
+    atomic_fetch_add_explicit(&loop->embed_gen, 1, memory_order_seq_cst);
+}
+/* Frees the embed cache (loop teardown). */
+void aiol__embed_fini(aiol_loop *loop);
+/*
+ * After a change other threads make and the poller must see: true when it
+ * may be asleep, so it must be woken.  Called after a seq_cst fence (F2,
+ * F4) that pairs with the poller's announcement (see notify.c).
+ */
+static inline bool aiol__poller_may_sleep(aiol_loop *loop)
+{
+    return atomic_load_explicit(&loop->notify_me, memory_order_relaxed) != 0 ||
+           atomic_load_explicit(&loop->host_armed, memory_order_relaxed);
+}
 
 /*
  * One iteration (aiol_loop_poll_deadline()), or with @from_host one
@@ -370,8 +447,18 @@ void aiol__walk_end(aiol_loop *loop);
 
 /* Runs due bottom halves (polling thread).  Returns progress. */
 bool aiol__bh_poll(aiol_loop *loop);
+/*
+ * Polling thread.  False when no bottom half can be pending: nothing on
+ * the list, no slice a nested poll left.  Relaxed: a notify (F2) orders a
+ * schedule from another thread with the poller's announcement.
+ */
+static inline bool aiol__bh_any(aiol_loop *loop)
+{
+    return atomic_load_explicit(&loop->bh_list, memory_order_relaxed) != NULL ||
+           !AIOL_TAILQ_EMPTY(&loop->bh_slices);
+}
 /* Earliest bottom-half deadline: 0, now + idle delay, or none. */
-int64_t aiol__bh_deadline(aiol_loop *loop, int64_t now_ns);
+int64_t aiol__bh_deadline(aiol_loop *loop, aiol__now *now);
 /* Frees what the loop owns among bottom halves (teardown). */
 void aiol__bh_free_all(aiol_loop *loop);
 
@@ -380,7 +467,7 @@ void aiol__bh_free_all(aiol_loop *loop);
 int aiol__clocks_init(aiol_loop *loop);
 void aiol__clocks_fini(aiol_loop *loop);
 /* Earliest timer deadline on the monotonic clock, or none. */
-int64_t aiol__timers_deadline(aiol_loop *loop, int64_t now_ns);
+int64_t aiol__timers_deadline(aiol_loop *loop, aiol__now *now);
 /* Fires due timers (polling thread).  Returns progress. */
 bool aiol__timers_run(aiol_loop *loop);
 
@@ -418,9 +505,9 @@ void aiol__busy_poll_fini(aiol_loop *loop);
  * Earliest deadline among notify (0 if pending), bottom halves, timers and
  * phases, on the monotonic clock; AIOL_DEADLINE_NONE if none.
  */
-int64_t aiol__loop_deadline(aiol_loop *loop, int64_t now_ns);
+int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now);
 
-int64_t aiol__phases_deadline(aiol_loop *loop, int64_t now_ns);
+int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now);
 bool aiol__phases_dispatch(aiol_loop *loop);
 
 /* ------------------------------------------------------------ time */

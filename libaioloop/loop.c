@@ -75,6 +75,7 @@ static void loop_teardown(aiol_loop *loop, bool mon_started)
     aiol__notify_fini(loop);
     aiol__bh_free_all(loop);
     aiol__handlers_free_all(loop);
+    aiol__embed_fini(loop);
     if (mon_started) {
         loop->mon->fini(loop);
     }
@@ -184,6 +185,7 @@ const char *aiol_loop_backend(const aiol_loop *loop)
 static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
                                 int64_t deadline_ns, int64_t now)
 {
+    aiol__now at = AIOL__NOW_AT(now);
     int64_t d;
 
     atomic_fetch_add_explicit(&loop->notify_me, 2, memory_order_relaxed);
@@ -192,7 +194,7 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
      * for registration changes the monitor applies at its next wait.
      */
     atomic_thread_fence(memory_order_seq_cst);
-    d = aiol__loop_deadline(loop, now);
+    d = aiol__loop_deadline(loop, &at);
     deadline_ns = d < deadline_ns ? d : deadline_ns;
     if (deadline_ns <= now) {
         return 0;
@@ -217,7 +219,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
 
     if (from_host) {
         /* The host polled the fds itself: its revents are our wait. */
-        aiol__ready_from_host(loop, &ready, host, nhost);
+        aiol__embed_ready(loop, &ready, host, nhost);
     } else {
         if (blocking) {
             start = aiol_clock_now_ns();
@@ -248,13 +250,18 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         aiol__busy_poll_stop(loop, &ready);
     }
 
-    progress = aiol__bh_poll(loop);
+    /* (the checks before each call skip it on the hot fields) */
+    progress = aiol__bh_any(loop) && aiol__bh_poll(loop);
     progress |= aiol__dispatch_ready(loop, &ready);
     if (loop->mon->dispatch != NULL) {
         progress |= loop->mon->dispatch(loop);
     }
-    progress |= aiol__timers_run(loop);
-    progress |= aiol__phases_dispatch(loop);
+    if (loop->timers_armed != 0) {
+        progress |= aiol__timers_run(loop);
+    }
+    if (!AIOL_LIST_EMPTY(&loop->phases)) {
+        progress |= aiol__phases_dispatch(loop);
+    }
     aiol__walk_end(loop);
     return progress;
 }

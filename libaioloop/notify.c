@@ -28,6 +28,10 @@
  * flag is set on an empty eventfd only between that drain and that clear,
  * while the loop runs an iteration that already accepted every notify
  * made before it; see notify_drain().
+ *
+ * An embedder may replace the eventfd with its own wakeup
+ * (aiol_loop_set_wakeup()): the kick then calls it, every time, since
+ * nothing of ours drains it and could clear notify_kicked.
  */
 #include <errno.h>
 #include <sys/eventfd.h>
@@ -80,6 +84,20 @@ void aiol__notify_fini(aiol_loop *loop)
     }
 }
 
+int aiol_loop_set_wakeup(aiol_loop *loop, aiol_wakeup_fn *fn, void *opaque)
+{
+    aiol__check(loop != NULL && fn != NULL, "loop or fn is NULL");
+    aiol__check(atomic_load(&loop->walkers) == 0,
+                "the wakeup is not set from inside the loop's callbacks");
+    if (loop->wakeup_fn != NULL) {
+        return -EALREADY;
+    }
+    loop->wakeup_fn = fn;
+    loop->wakeup_opaque = opaque;
+    aiol__notify_fini(loop);
+    return 0;
+}
+
 void aiol_loop_notify(aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
@@ -88,9 +106,14 @@ void aiol_loop_notify(aiol_loop *loop)
     atomic_store_explicit(&loop->notified, true, memory_order_relaxed);
     /* F2: pairs with F1 in the poll iteration and in aiol_loop_prepare(). */
     atomic_thread_fence(memory_order_seq_cst);
-    if (atomic_load_explicit(&loop->notify_me, memory_order_relaxed) != 0 &&
-        !atomic_exchange_explicit(&loop->notify_kicked, true,
-                                  memory_order_seq_cst)) {
+    if (!aiol__poller_may_sleep(loop)) {
+        return;
+    }
+    if (loop->wakeup_fn != NULL) {
+        __atomic_fetch_add(&loop->stats.notify_kicks, 1, __ATOMIC_RELAXED);
+        loop->wakeup_fn(loop->wakeup_opaque);
+    } else if (!atomic_exchange_explicit(&loop->notify_kicked, true,
+                                         memory_order_seq_cst)) {
         __atomic_fetch_add(&loop->stats.notify_kicks, 1, __ATOMIC_RELAXED);
         (void)eventfd_write(loop->notify_fd, 1);
     }

@@ -130,11 +130,15 @@ int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
     c = timer->clock;
     timer->seq = c->seq++;
     timer->expire = expire_ns;
+    int ret;
+
     if (timer->idx != AIOL_HEAP_NONE) {
         aiol__timer_heap_update(&c->heap, timer);
         return 0;
     }
-    return aiol__timer_heap_push(&c->heap, timer);
+    ret = aiol__timer_heap_push(&c->heap, timer);
+    c->loop->timers_armed += ret == 0;
+    return ret;
 }
 
 void aiol_timer_cancel(aiol_timer *timer)
@@ -142,6 +146,7 @@ void aiol_timer_cancel(aiol_timer *timer)
     aiol__check(timer != NULL, "timer is NULL");
     if (timer->idx != AIOL_HEAP_NONE) {
         aiol__timer_heap_remove(&timer->clock->heap, timer);
+        timer->clock->loop->timers_armed--;
     }
 }
 
@@ -165,11 +170,14 @@ void aiol_timer_free(aiol_timer *timer)
     }
 }
 
-int64_t aiol__timers_deadline(aiol_loop *loop, int64_t now_ns)
+int64_t aiol__timers_deadline(aiol_loop *loop, aiol__now *now)
 {
     int64_t deadline = AIOL_DEADLINE_NONE;
     aiol_clock *c;
 
+    if (loop->timers_armed == 0) {
+        return deadline; /* no walk over the clocks: see struct aiol_loop */
+    }
     AIOL_LIST_FOREACH(c, &loop->clocks, link) {
         const aiol_timer *first = aiol__timer_heap_top(&c->heap);
         int64_t d;
@@ -182,7 +190,7 @@ int64_t aiol__timers_deadline(aiol_loop *loop, int64_t now_ns)
         } else {
             /* Assume the clock runs no faster than real time. */
             int64_t left = first->expire - c->now(c->opaque);
-            d = left <= 0 ? 0 : now_ns + left;
+            d = left <= 0 ? 0 : aiol__now_get(now) + left;
         }
         deadline = d < deadline ? d : deadline;
     }
@@ -194,6 +202,9 @@ bool aiol__timers_run(aiol_loop *loop)
     bool progress = false;
     aiol_clock *c;
 
+    if (loop->timers_armed == 0) {
+        return false;
+    }
     AIOL_LIST_FOREACH(c, &loop->clocks, link) {
         uint64_t armed_before = c->seq;
         aiol_timer *t;
@@ -206,6 +217,7 @@ bool aiol__timers_run(aiol_loop *loop)
         while ((t = aiol__timer_heap_top(&c->heap)) != NULL &&
                t->expire <= now && t->seq < armed_before) {
             aiol__timer_heap_remove(&c->heap, t);
+            loop->timers_armed--;
             loop->stats.timer_runs++;
             t->cb(t->opaque);
             progress = true;

@@ -21,6 +21,7 @@
 #include <errno.h>
 #include <poll.h>
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -528,6 +529,78 @@ static void test_embed_direct_and_loop_fd(void **state)
     close(c.fd);
 }
 
+/*
+ * aiol_loop_set_wakeup(): the embedder's eventfd replaces the loop's own,
+ * for blocking polls and for a host polling the fds directly.
+ */
+typedef struct own_wakeup {
+    int fd;
+    atomic_int calls;
+} own_wakeup;
+
+static void own_wakeup_kick(void *opaque)
+{
+    own_wakeup *w = opaque;
+
+    atomic_fetch_add(&w->calls, 1);
+    tu_eventfd_signal(w->fd);
+}
+
+static void own_wakeup_drain(void *opaque)
+{
+    tu_eventfd_drain(((own_wakeup *)opaque)->fd);
+}
+
+static void test_embed_own_wakeup(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    static own_wakeup w;
+    static delayed_notify dn;
+    const aiol_fd_ops ops = { .read = own_wakeup_drain,
+                              .flags = AIOL_FD_NO_PROGRESS };
+    struct pollfd fds[8];
+    pthread_t t;
+    int n;
+
+    (void)state;
+    w.fd = tu_eventfd();
+    atomic_store(&w.calls, 0);
+    assert_int_equal(aiol_fd_set_ops(loop, w.fd, &ops, &w), 0);
+    assert_int_equal(aiol_loop_set_wakeup(loop, own_wakeup_kick, &w), 0);
+    assert_int_equal(aiol_loop_set_wakeup(loop, own_wakeup_kick, &w),
+                     -EALREADY);
+
+    /* nobody sleeps: no kick */
+    aiol_loop_notify(loop);
+    assert_int_equal(atomic_load(&w.calls), 0);
+    assert_false(aiol_loop_poll(loop, true));   /* notified: no sleep */
+
+    /* a blocking poll is woken through the embedder's fd */
+    dn.loop = loop;
+    dn.delay_ns = TU_MS(5);
+    assert_int_equal(pthread_create(&t, NULL, thread_notify, &dn), 0);
+    assert_false(aiol_loop_poll(loop, true));
+    pthread_join(t, NULL);
+    assert_true(atomic_load(&w.calls) <= 1);
+
+    /* direct embedding lists the embedder's fd and no fd of the loop's */
+    if (strcmp(aiol_loop_backend(loop), "io_uring") != 0) {
+        aiol_loop_prepare(loop);
+        n = aiol_loop_embed_fds(loop, fds, 8);
+        assert_int_equal(n, 1);
+        assert_int_equal(fds[0].fd, w.fd);
+        assert_int_equal(pthread_create(&t, NULL, thread_notify, &dn), 0);
+        assert_int_equal(poll(fds, (nfds_t)n, 5000), 1);
+        pthread_join(t, NULL);
+        assert_true(aiol_loop_check(loop));
+        assert_false(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+        assert_false(fd_readable(w.fd, 0));     /* drained */
+    }
+    assert_int_equal(aiol_fd_remove(loop, w.fd), 0);
+    aiol_loop_free(loop);
+    close(w.fd);
+}
+
 /* -------------------------------------------------------------- phases */
 
 typedef struct phase_rec {
@@ -703,6 +776,7 @@ int main(void)
         T(test_embed_prepare_notify_makes_fd_readable),
         T(test_embed_direct_fds),
         T(test_embed_direct_and_loop_fd),
+        T(test_embed_own_wakeup),
         T(test_embed_phase_deadline_and_progress),
         T(test_embed_phase_runs_after_other_work),
         T(test_embed_idle_bh_becomes_due),

@@ -77,8 +77,8 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  * fds, aiol_loop_check(), aiol_loop_dispatch_fds().
  *
  * Fills @p fds with one entry per watched fd, the loop's own wakeup fd
- * included (events POLLIN, with POLLRDHUP, and/or POLLOUT; revents 0), at
- * most @p max.
+ * included unless aiol_loop_set_wakeup() replaced it (events POLLIN, with
+ * POLLRDHUP, and/or POLLOUT; revents 0), at most @p max.
  * The set changes when handlers do: call it again each iteration, after
  * aiol_loop_prepare().  Polling thread.
  *
@@ -104,6 +104,28 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);
  */
 bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
                             size_t n);
+
+/** An embedder's way to wake the loop's poller; see aiol_loop_set_wakeup(). */
+typedef void aiol_wakeup_fn(void *opaque);
+
+/**
+ * Replaces the loop's own wakeup fd with the embedder's.  From then on,
+ * whenever a notify has to wake a poller that may be asleep
+ * (aiol_loop_notify(), a bottom half scheduled or a handler changed from
+ * another thread), the loop calls @p fn(@p opaque) instead of writing its
+ * eventfd, which it closes.  So a host that already polls a wakeup fd of
+ * its own (QEMU's ctx->notifier) polls one fd less in direct embedding,
+ * and every wait watches one fd less.
+ *
+ * @p fn must make a sleeping aiol_loop_poll() and a sleeping host return:
+ * typically it writes an eventfd whose handler is set on this loop (set
+ * with AIOL_FD_NO_PROGRESS, reading it dry).  It runs on any thread, may
+ * run several times per wakeup, and must not call back into the loop.
+ * Call it once, on the polling thread, before other threads use the loop
+ * and outside its callbacks.
+ * @return 0; -EALREADY if a wakeup was set already.
+ */
+int aiol_loop_set_wakeup(aiol_loop *loop, aiol_wakeup_fn *fn, void *opaque);
 
 /** An embedder's phase.  Opaque. */
 typedef struct aiol_phase aiol_phase;
