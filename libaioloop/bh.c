@@ -196,6 +196,7 @@ static aiol_bh *bh_take_all(aiol_loop *loop)
     return fifo;
 }
 
+AIOL__HOT
 bool aiol__bh_poll(aiol_loop *loop)
 {
     aiol__bh_slice slice = { .head = NULL };
@@ -253,6 +254,7 @@ static int chain_state(const aiol_bh *bh)
     return state;
 }
 
+AIOL__HOT
 int64_t aiol__bh_deadline(aiol_loop *loop, aiol__now *now)
 {
     /* Acquire pairs with the release CAS in bh_enqueue(). */

@@ -36,6 +36,7 @@ int aiol_loop_get_fd(aiol_loop *loop)
     return loop->mon->get_fd ? loop->mon->get_fd(loop) : -ENOTSUP;
 }
 
+AIOL__HOT
 int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
 {
     int64_t d, deadline;
@@ -66,6 +67,7 @@ int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
     return deadline;
 }
 
+AIOL__HOT
 int64_t aiol_loop_prepare(aiol_loop *loop)
 {
     aiol__now now = AIOL__NOW_LAZY;
@@ -84,6 +86,7 @@ int64_t aiol_loop_prepare(aiol_loop *loop)
     return aiol__loop_deadline(loop, &now);
 }
 
+AIOL__HOT
 bool aiol_loop_check(aiol_loop *loop)
 {
     aiol__now now = AIOL__NOW_LAZY;
@@ -103,6 +106,7 @@ bool aiol_loop_dispatch(aiol_loop *loop)
 }
 
 /* Polling thread.  True when the cache still describes the table. */
+AIOL__HOT
 static bool embed_current(aiol_loop *loop)
 {
     /* seq_cst: pairs with aiol__embed_invalidate() (see the top). */
@@ -111,6 +115,7 @@ static bool embed_current(aiol_loop *loop)
                                                    memory_order_seq_cst);
 }
 
+AIOL__HOT
 int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
 {
     aiol__embed_cache *c = &loop->embed;
@@ -161,6 +166,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     return ret < 0 ? ret : (int)n;
 }
 
+AIOL__HOT
 void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
                        const struct pollfd *fds, size_t n)
 {
@@ -178,14 +184,7 @@ void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
         return;
     }
     for (i = 0; i < n; i++) {
-        aiol__handler *node = c->ent[i].node;
-
-        if (fds[i].revents == 0 || (fds[i].revents & POLLNVAL)) {
-            continue;
-        }
-        aiol__ready_add(ready, node,
-                        aiol__events_from_poll((unsigned short)fds[i].revents) &
-                            (node->events | AIOL__EV_HUP | AIOL__EV_ERR));
+        aiol__ready_add_host(ready, c->ent[i].node, fds[i].revents);
     }
 }
 
@@ -195,6 +194,7 @@ void aiol__embed_fini(aiol_loop *loop)
     loop->embed = (aiol__embed_cache){ .valid = false };
 }
 
+AIOL__HOT
 bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
                             size_t n)
 {

@@ -296,6 +296,7 @@ static void epoll_host_direct(aiol_loop *loop, bool direct)
 }
 
 /* Hands every pending change to the kernel.  Polling thread. */
+AIOL__HOT
 static void epoll_flush(aiol_loop *loop)
 {
     epoll_state *s = loop->mon_state;
@@ -315,6 +316,7 @@ static void epoll_flush(aiol_loop *loop)
  * The monitor's own wait or fd: the set must be whole again.  The relaxed
  * load is exact on the polling thread, which alone enters direct mode.
  */
+AIOL__HOT
 static void end_direct(aiol_loop *loop, epoll_state *s)
 {
     if (atomic_load_explicit(&s->direct, memory_order_relaxed)) {
@@ -325,6 +327,7 @@ static void end_direct(aiol_loop *loop, epoll_state *s)
 }
 
 /* True when a wait must not sleep: some fd is always ready.  Polling thread. */
+AIOL__HOT
 static bool epoll_pending(aiol_loop *loop)
 {
     epoll_state *s = loop->mon_state;
@@ -332,6 +335,7 @@ static bool epoll_pending(aiol_loop *loop)
     return atomic_load_explicit(&s->has_always, memory_order_relaxed);
 }
 
+AIOL__HOT
 static int epoll_wait_once(epoll_state *s, int64_t deadline_ns)
 {
     struct timespec ts;
@@ -366,6 +370,7 @@ static int epoll_wait_once(epoll_state *s, int64_t deadline_ns)
     return epoll_wait(s->epfd, s->events, s->nevents, ms);
 }
 
+AIOL__HOT
 static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
                             int64_t deadline_ns)
 {

@@ -54,12 +54,14 @@ static void retire_locked(aiol_loop *loop, aiol__handler *node)
     atomic_store_explicit(&loop->deleted_pending, true, memory_order_release);
 }
 
+AIOL__HOT
 void aiol__walk_begin(aiol_loop *loop)
 {
     /* seq_cst: pairs with the load in retire_locked(). */
     atomic_fetch_add_explicit(&loop->walkers, 1, memory_order_seq_cst);
 }
 
+AIOL__HOT
 void aiol__walk_end(aiol_loop *loop)
 {
     /* Acquire pairs with the release store in retire_locked(). */
@@ -322,6 +324,7 @@ void aiol__handlers_free_all(aiol_loop *loop)
  * error; write on output or error.  A handler deleted before or between its
  * callbacks is skipped from then on.
  */
+AIOL__HOT
 static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
 {
     unsigned revents = node->revents;
@@ -360,26 +363,21 @@ static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
     return progress;
 }
 
+AIOL__HOT
 void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
                            const struct pollfd *fds, size_t n)
 {
     pthread_mutex_lock(&loop->lock);
     for (size_t i = 0; i < n; i++) {
-        aiol__handler *node;
-
-        if (fds[i].revents == 0 || (fds[i].revents & POLLNVAL)) {
-            continue;
-        }
-        node = aiol__handler_lookup(loop, fds[i].fd);
-        if (node != NULL && node->events != 0) {
-            aiol__ready_add(ready, node,
-                            aiol__events_from_poll((unsigned short)fds[i].revents) &
-                                (node->events | AIOL__EV_HUP | AIOL__EV_ERR));
+        if (fds[i].revents != 0) {
+            aiol__ready_add_host(ready, aiol__handler_lookup(loop, fds[i].fd),
+                                 fds[i].revents);
         }
     }
     pthread_mutex_unlock(&loop->lock);
 }
 
+AIOL__HOT
 bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready)
 {
     aiol__handler *node;

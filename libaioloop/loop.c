@@ -182,6 +182,7 @@ const char *aiol_loop_backend(const aiol_loop *loop)
  * Step 2 of an iteration that may block: announces it, then returns the
  * deadline to wait for (0: do not block), having busy-polled if enabled.
  */
+AIOL__HOT
 static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
                                 int64_t deadline_ns, int64_t now)
 {
@@ -205,6 +206,7 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
     return deadline_ns;
 }
 
+AIOL__HOT
 bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
                         const struct pollfd *host, size_t nhost)
 {
@@ -266,11 +268,13 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     return progress;
 }
 
+AIOL__HOT
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
 {
     return aiol__loop_iterate(loop, deadline_ns, false, NULL, 0);
 }
 
+AIOL__HOT
 bool aiol_loop_poll(aiol_loop *loop, bool blocking)
 {
     return aiol_loop_poll_deadline(loop, blocking ? AIOL_DEADLINE_NONE : 0);

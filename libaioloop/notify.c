@@ -40,6 +40,7 @@
 #include "internal.h"
 
 /* Internal read handler of notify_fd.  Not progress. */
+AIOL__HOT
 static void notify_drain(void *opaque)
 {
     aiol_loop *loop = opaque;
@@ -119,6 +120,7 @@ void aiol_loop_notify(aiol_loop *loop)
     }
 }
 
+AIOL__HOT
 void aiol__notify_accept(aiol_loop *loop)
 {
     if (atomic_load_explicit(&loop->notified, memory_order_relaxed)) {

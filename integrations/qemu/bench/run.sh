@@ -14,13 +14,17 @@
 #    and WORKDIR/bench-fork/aio-bench.
 #    --compile-only stops here.
 # 3. Runs every case as its own process, interleaved by case: stock, then
-#    the fork with AIOLOOP_BACKEND=epoll, io_uring and poll.
+#    the fork with AIOLOOP_BACKEND=epoll, io_uring and poll; ROUNDS times
+#    over (a fresh process each, since a process's own layout shifts its
+#    timing by a few % on this machine).
 # 4. Prints a markdown table (rows: workload x n; columns: stock and each
 #    fork backend, with fork/stock ratios).  Raw key=value lines go to
-#    WORKDIR/bench-results.txt, the table to WORKDIR/bench-table.md.
+#    WORKDIR/bench-results.txt, the table to WORKDIR/bench-table.md.  A
+#    cell is the median over rounds of each process's median.
 #
 # WORKDIR defaults to <repo>/build-qemu.
-# Environment: RUNS (runs per case, median reported; default 5),
+# Environment: ROUNDS (processes per case and config; default 3),
+# RUNS (runs per process, median reported; default 5),
 # MS (target ms per run; default 200), NICE (default 10),
 # CASE_TIMEOUT (seconds per case; default 120).
 set -euo pipefail
@@ -42,6 +46,7 @@ for arg in "$@"; do
 done
 work=$(realpath -m "${work:-$repo/build-qemu}")
 runs=${RUNS:-5}
+rounds=${ROUNDS:-3}
 ms=${MS:-200}
 case_timeout=${CASE_TIMEOUT:-120}
 nice_cmd=(nice -n "${NICE:-10}")
@@ -143,12 +148,13 @@ configs_plain=(stock stock-noiou fork:epoll fork:io_uring fork:poll)
 
 results=$work/bench-results.txt
 : > "$results"
-stamp "running (RUNS=$runs, MS=$ms per run)"
+stamp "running (ROUNDS=$rounds, RUNS=$runs, MS=$ms per run)"
 for c in "${cases[@]}"; do
     read -r workload variant sizes <<< "$c"
     configs=("${configs_all[@]}")
     [ "$variant" = glib ] || [ "$workload" = timer_mod ] || configs=("${configs_plain[@]}")
     for n in $sizes; do
+      for _round in $(seq "$rounds"); do
         for cfg in "${configs[@]}"; do
             b=${cfg%%:*}
             be=
@@ -169,15 +175,17 @@ for c in "${cases[@]}"; do
             fi
             echo "$line" | tee -a "$results" >&2
         done
+      done
     done
 done
 stamp "done"
 
 # ---------------------------------------------------------------------------
 # Table.
-/usr/bin/python3 - "$results" "$runs" "$ms" <<'PY' | tee "$work/bench-table.md"
+/usr/bin/python3 - "$results" "$runs" "$ms" "$rounds" <<'PY' | tee "$work/bench-table.md"
+import statistics
 import sys
-path, runs, ms = sys.argv[1:]
+path, runs, ms, rounds = sys.argv[1:]
 rows = {}
 order = []
 for line in open(path):
@@ -190,7 +198,22 @@ for line in open(path):
         col = 'stock-noiou' if kv['backend'] == 'no-io_uring' else 'stock'
     else:
         col = 'fork-' + kv['backend']
-    rows[key][col] = kv
+    rows[key].setdefault(col, []).append(kv)
+
+# One record per cell: the median of the rounds' medians; a cell fails
+# only if every round failed, and a failed check in any round shows.
+for cells in rows.values():
+    for col, kvs in cells.items():
+        good = [kv for kv in kvs if 'median_ns' in kv]
+        if not good:
+            cells[col] = kvs[0]
+            continue
+        kv = dict(good[0])
+        kv['median_ns'] = statistics.median(float(k['median_ns']) for k in good)
+        bad = [k for k in good if k.get('check', 'ok') != 'ok']
+        if bad:
+            kv.update({k: bad[0][k] for k in ('check', 'signalled', 'fired') if k in bad[0]})
+        cells[col] = kv
 
 def fmt(ns):
     if ns < 1e3:
@@ -241,7 +264,8 @@ for key in order:
         cells.append(cell)
     print('| %s | %d | %s |' % (label.get((w, v), w + ' ' + v), n, ' | '.join(cells)))
 print()
-print('Median of %s runs of ~%s ms each; (×) is fork/stock.' % (runs, ms))
+print('Median over %s processes of each one\'s median of %s runs of ~%s ms; '
+      '(×) is fork/stock.' % (rounds, runs, ms))
 if dagger:
     print('† stock failed here; ratio against stock without io_uring.')
 for note in notes:
