@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run.sh [--build] [--compile-only] [WORKDIR]
+# run.sh [--build] [--compile-only] [--table-only] [WORKDIR]
 #
 # Benchmarks QEMU 7.2's AioContext, stock against the libaioloop fork, in
 # one run (aio-bench.c: aio_poll cost, fd handler add+remove cost, timer_mod
@@ -17,6 +17,7 @@
 #    the fork with AIOLOOP_BACKEND=epoll, io_uring and poll; ROUNDS times
 #    over (a fresh process each, since a process's own layout shifts its
 #    timing by a few % on this machine).
+#    --table-only skips 2 and 3 and prints the table of the last run.
 # 4. Prints a markdown table (rows: workload x n; columns: stock and each
 #    fork backend, with fork/stock ratios).  Raw key=value lines go to
 #    WORKDIR/bench-results.txt, the table to WORKDIR/bench-table.md.  A
@@ -34,11 +35,13 @@ repo=$(cd "$here/../../.." && pwd)
 
 build=0
 compile_only=0
+table_only=0
 work=
 for arg in "$@"; do
     case $arg in
         --build) build=1 ;;
         --compile-only) compile_only=1 ;;
+        --table-only) table_only=1 ;;
         -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
         -*) echo "run.sh: unknown option $arg" >&2; exit 2 ;;
         *) work=$arg ;;
@@ -53,7 +56,7 @@ nice_cmd=(nice -n "${NICE:-10}")
 t_start=$(date +%s)
 stamp() { echo "run.sh: [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
-if [ "$build" = 1 ]; then
+if [ "$build" = 1 ] && [ "$table_only" = 0 ]; then
     stamp "bringing stock and fork builds up to date"
     "$here/../build.sh" --both "$work" >&2
 fi
@@ -125,6 +128,7 @@ PY
 }
 
 for v in stock fork; do
+    [ "$table_only" = 0 ] || break
     stamp "compiling aio-bench against $v-build"
     compile_bench "$v"
 done
@@ -147,6 +151,7 @@ configs_all=(stock fork:epoll fork:io_uring fork:poll)
 configs_plain=(stock stock-noiou fork:epoll fork:io_uring fork:poll)
 
 results=$work/bench-results.txt
+if [ "$table_only" = 0 ]; then
 : > "$results"
 stamp "running (ROUNDS=$rounds, RUNS=$runs, MS=$ms per run)"
 for c in "${cases[@]}"; do
@@ -179,6 +184,7 @@ for c in "${cases[@]}"; do
     done
 done
 stamp "done"
+fi
 
 # ---------------------------------------------------------------------------
 # Table.
@@ -209,6 +215,10 @@ for cells in rows.values():
             cells[col] = kvs[0]
             continue
         kv = dict(good[0])
+        failed = [k.get('status', 'failed') for k in kvs if 'median_ns' not in k]
+        if failed:
+            kv['failed'] = '%d of %d rounds %s' % (len(failed), len(kvs),
+                                                   failed[0])
         kv['median_ns'] = statistics.median(float(k['median_ns']) for k in good)
         bad = [k for k in good if k.get('check', 'ok') != 'ok']
         if bad:
@@ -257,6 +267,8 @@ for key in order:
         if c.startswith('fork') and sv:
             r = x / sv
             cell += ' (%s×%s)' % ('%.2f' % r if r >= 0.1 else '%.2g' % r, mark)
+        if kv.get('failed'):
+            cell += ' [%s]' % kv['failed']
         if kv.get('check', 'ok') != 'ok':
             cell += ' [%s]' % kv['check']
             notes.append('%s %s n=%d %s: check=%s (signalled=%s fired=%s)' % (
