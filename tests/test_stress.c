@@ -17,6 +17,8 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <errno.h>
+#include <poll.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
@@ -398,11 +400,45 @@ static void *changer_thread(void *opaque)
 }
 
 /*
+ * One blocking iteration of a host loop (the owner, in the embedded test): the
+ * handlers' own fds when the backend allows it (direct embedding, where
+ * dispatch maps readiness to handlers without the loop's lock while other
+ * threads remove them), else the loop fd.  Sleeps in poll(2) until the
+ * deadline; only the loop's wakeups end an idle sleep.
+ */
+static void host_iteration(aiol_loop *loop)
+{
+    struct pollfd fds[CH_THREADS * CH_FDS + 1];
+    int64_t deadline = aiol_loop_prepare(loop), now;
+    int n = aiol_loop_embed_fds(loop, fds, CH_THREADS * CH_FDS + 1);
+    int timeout = -1, r;
+
+    if (n < 0) {
+        fds[0] = (struct pollfd){ .fd = aiol_loop_get_fd(loop),
+                                  .events = POLLIN };
+    }
+    if (deadline != AIOL_DEADLINE_NONE) {
+        now = aiol_clock_now_ns();
+        timeout = deadline <= now ? 0 : (int)((deadline - now) / 1000000 + 1);
+    }
+    do {
+        r = poll(fds, n < 0 ? 1 : (nfds_t)n, timeout);
+    } while (r < 0 && errno == EINTR);
+    assert_true(r >= 0);
+    aiol_loop_check(loop);
+    if (n < 0) {
+        aiol_loop_dispatch(loop);
+    } else {
+        aiol_loop_dispatch_fds(loop, fds, (size_t)n);
+    }
+}
+
+/*
  * Changer threads set, replace and remove handlers while the owner polls
- * and nests.  @mixed: bottom-half storm threads (schedules and notifies)
+ * and nests (@embedded: as a host loop, see host_iteration()).  @mixed: bottom-half storm threads (schedules and notifies)
  * run at the same time, and their callbacks nest polls too.
  */
-static void fd_changes(bool mixed)
+static void fd_changes(bool mixed, bool embedded)
 {
     aiol_loop *loop = tu_loop_new();
     pthread_t th[CH_THREADS], sth[STORM_THREADS];
@@ -439,7 +475,11 @@ static void fd_changes(bool mixed)
         storms_start(loop, sth);
     }
     while (atomic_load(&g_ch_done) < CH_THREADS || (mixed && !storms_done())) {
-        aiol_loop_poll(loop, true);
+        if (embedded) {
+            host_iteration(loop);
+        } else {
+            aiol_loop_poll(loop, true);
+        }
         g_cur++;
         atomic_store_explicit(&g_completed, g_cur, memory_order_release);
     }
@@ -502,13 +542,19 @@ static void fd_changes(bool mixed)
 static void test_stress_fd_set_remove_from_threads(void **state)
 {
     (void)state;
-    fd_changes(false);
+    fd_changes(false, false);
 }
 
 static void test_stress_mixed(void **state)
 {
     (void)state;
-    fd_changes(true);
+    fd_changes(true, false);
+}
+
+static void test_stress_fd_changes_embedded(void **state)
+{
+    (void)state;
+    fd_changes(false, true);
 }
 
 int main(void)
@@ -519,6 +565,7 @@ int main(void)
         cmocka_unit_test(test_stress_bh_schedule_storm),
         cmocka_unit_test(test_stress_fd_set_remove_from_threads),
         cmocka_unit_test(test_stress_mixed),
+        cmocka_unit_test(test_stress_fd_changes_embedded),
     };
     char name[64];
 
