@@ -155,14 +155,24 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
         }
         n++;
     }
-    if (loop->mon->host_direct != NULL) {
-        loop->mon->host_direct(loop, ret == 0);
+    if (loop->mon->host_direct != NULL &&
+        !loop->mon->host_direct(loop, ret == 0) && ret == 0) {
+        ret = -EBUSY; /* the monitor needs the loop fd polled this round */
     }
     c->valid = c->valid && ret == 0;
     c->n = n;
     /* Under the lock, which every bump holds: exact. */
     c->gen = atomic_load_explicit(&loop->embed_gen, memory_order_relaxed);
     pthread_mutex_unlock(&loop->lock);
+    /*
+     * Hand what entering or leaving direct mode queued to the kernel now
+     * (io_uring's cancels and re-arms): after -ENOSPC or -EBUSY the host
+     * sleeps on the loop fd without another prepare.  Only on this path,
+     * where the list was rebuilt, never on the cached one.
+     */
+    if (loop->mon->flush != NULL) {
+        loop->mon->flush(loop);
+    }
     return ret < 0 ? ret : (int)n;
 }
 

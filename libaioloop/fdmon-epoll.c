@@ -263,19 +263,19 @@ static void flush_locked(aiol_loop *loop, epoll_state *s)
  * fds out of the set (one DEL each, at most the few fds direct mode is
  * for) and leaves them dirty; leaving it flushes them back.
  */
-static void epoll_host_direct(aiol_loop *loop, bool direct)
+static bool epoll_host_direct(aiol_loop *loop, bool direct)
 {
     epoll_state *s = loop->mon_state;
     aiol__handler *node;
 
     if (direct == atomic_load_explicit(&s->direct, memory_order_relaxed)) {
-        return;
+        return direct;
     }
     atomic_store_explicit(&s->direct, direct, memory_order_relaxed);
     if (!direct) {
         aiol__embed_invalidate(loop); /* the embed list implied direct */
         flush_locked(loop, s);
-        return;
+        return false;
     }
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
         epoll_fd *st = &s->fds[node->fd];
@@ -293,6 +293,7 @@ static void epoll_host_direct(aiol_loop *loop, bool direct)
         }
         /* (on -ENOMEM the fd stays out of the set until it changes) */
     }
+    return true;
 }
 
 /* Hands every pending change to the kernel.  Polling thread. */

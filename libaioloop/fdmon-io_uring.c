@@ -47,6 +47,13 @@
  * 5.19+, or plain) and every watched fd is re-armed on it.  That needs no
  * request of aioloop/uring.h in flight: those cannot move between rings.
  * Kernels that refuse the bound flags get a shared ring from the start.
+ *
+ * Direct embedding (aiol_loop_embed_fds()).  While a host polls the
+ * handlers' fds itself, their polls are cancelled and the fds wait on the
+ * dirty list; the monitor's own wait, aiol_loop_get_fd() and a fallback
+ * to the ring fd re-arm them.  Not while aioloop/uring.h requests are in
+ * flight: their completions arrive on the ring, so the host must poll the
+ * ring fd then (embed_fds gives -EBUSY).
  * The ring fd is registered (io_uring_register_ring_fd, 5.18+, one fd
  * lookup less per io_uring_enter) for loops polled by one thread for life,
  * the iothreads': a registration belongs to one thread and would pin the
@@ -108,6 +115,7 @@ typedef struct uring_state {
     size_t nfds;               /* lock */
     int *dirty, *fired;        /* fds to (re)arm or cancel; lock */
     size_t ndirty, dirty_cap, nfired, fired_cap; /* lock */
+    bool direct;               /* direct embedding, nothing armed; lock */
     /* Requests; polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;          /* submitted, callback not yet run */
@@ -262,6 +270,50 @@ static void flush_changes(aiol_loop *loop, uring_state *s)
         sync_fd(loop, s, s->fired[i]);
     }
     s->ndirty = s->nfired = 0;
+}
+
+/*
+ * Under loop->lock; polling thread.  Enters or leaves direct embedding
+ * (see the top).  Entering queues a POLL_REMOVE per armed fd (the next
+ * look submits them: embed.c flushes right after) and leaves the fds
+ * dirty; leaving only lets the next flush re-arm them.
+ */
+static bool uring_host_direct(aiol_loop *loop, bool direct)
+{
+    uring_state *s = loop->mon_state;
+    aiol__handler *node;
+
+    if (direct && (s->npending != 0 ||
+                   io_uring_sq_space_left(&s->ring) < loop->nhandlers)) {
+        direct = false; /* requests ride the ring; or no room to cancel */
+    }
+    if (direct == s->direct) {
+        return direct;
+    }
+    s->direct = direct;
+    if (!direct) {
+        aiol__embed_invalidate(loop); /* the embed list implied direct */
+        return false;
+    }
+    AIOL_LIST_FOREACH(node, &loop->live, node_live) {
+        uring_fd *st = &s->fds[node->fd];
+        struct io_uring_sqe *sqe;
+
+        if (st->armed == 0) {
+            continue;
+        }
+        sqe = io_uring_get_sqe(&s->ring); /* room checked above */
+        io_uring_prep_poll_remove(sqe, ud_poll(node->fd, st->gen));
+        io_uring_sqe_set_data64(sqe, UD_IGNORE);
+        st->gen++;
+        st->armed = 0;
+        loop->stats.monitor_ctls++;
+        if (!st->dirty) {
+            st->dirty = aiol__fd_list_push(&s->dirty, &s->ndirty,
+                                           &s->dirty_cap, node->fd) == 0;
+        }
+    }
+    return true;
 }
 
 /* Queues a request's completion for dispatch; the last one ends it. */
@@ -437,6 +489,7 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         int got;
 
         pthread_mutex_lock(&loop->lock);
+        (void)uring_host_direct(loop, false); /* our own wait: re-arm all */
         flush_changes(loop, s);
         pthread_mutex_unlock(&loop->lock);
 
@@ -517,6 +570,7 @@ int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
     io_uring_sqe_set_data(sqe, req);
     AIOL_LIST_INSERT_HEAD(&s->inflight, req, link);
     s->npending++;
+    aiol__embed_invalidate(loop); /* direct embedding must stop: see top */
     if (out != NULL) {
         *out = req;
     }
@@ -594,7 +648,9 @@ static void uring_flush(aiol_loop *loop)
 
     ring_bind(loop, s);
     pthread_mutex_lock(&loop->lock);
-    flush_changes(loop, s);
+    if (!s->direct) {
+        flush_changes(loop, s);
+    }
     pthread_mutex_unlock(&loop->lock);
     (void)ring_look(loop, s);
 }
@@ -614,7 +670,15 @@ static bool uring_pending(aiol_loop *loop)
 static int uring_get_fd(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
+    bool was_direct;
 
+    pthread_mutex_lock(&loop->lock);
+    was_direct = s->direct;
+    (void)uring_host_direct(loop, false);
+    pthread_mutex_unlock(&loop->lock);
+    if (s->shared && was_direct) {
+        uring_flush(loop); /* re-arm before the host sleeps on the ring */
+    }
     if (!s->shared) {
         ring_rebuild_shared(loop, s);
         /*
@@ -637,6 +701,7 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .dispatch = uring_dispatch,
     .pending = uring_pending,
     .quiesce = uring_quiesce,
-    .host_may_poll = false, /* single-shot polls: a wait consumes them */
+    .host_direct = uring_host_direct,
+    .host_may_poll = true, /* polls cancelled meanwhile: see the top */
     .update_needs_notify = true, /* changes reach the ring in wait() */
 };

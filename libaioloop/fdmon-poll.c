@@ -202,12 +202,12 @@ static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
  * callback into epoll at every event while the host polls the fds itself,
  * so it is emptied, and refilled when the host goes back to it.
  */
-static void poll_host_direct(aiol_loop *loop, bool direct)
+static bool poll_host_direct(aiol_loop *loop, bool direct)
 {
     poll_state *s = loop->mon_state;
 
     if (direct == s->direct) {
-        return;
+        return direct;
     }
     s->direct = direct;
     if (!direct) {
@@ -217,6 +217,7 @@ static void poll_host_direct(aiol_loop *loop, bool direct)
         /* (a failed refill leaves those fds out until they change) */
         (void)mirror_fill(loop, s, s->embed_epfd, !direct);
     }
+    return direct;
 }
 
 /*

@@ -327,23 +327,26 @@ typedef struct aiol__fdmon_ops {
     bool (*pending)(aiol_loop *loop);
     /*
      * Optional, for host_may_poll monitors.  @direct true: a host polls
-     * the watched fds itself (aiol_loop_embed_fds() succeeded), so the
+     * the watched fds itself (aiol_loop_embed_fds() listed them), so the
      * monitor may drop its kernel registrations, which cost the kernel a
      * wakeup callback per event on every watched fd.  false: the host goes
-     * back to the loop fd, which must report every watched fd when this
-     * returns.  get_fd() ends direct mode too, and so does wait() where
+     * back to the loop fd, which must report every watched fd once this
+     * returns and flush() ran.  Returns whether the host may poll the fds
+     * now (false: the loop fd this round, e.g. io_uring with requests in
+     * flight).  get_fd() ends direct mode too, and so does wait() where
      * it needs the kernel set.  Caller holds loop->lock; polling thread.
      */
-    void (*host_direct)(aiol_loop *loop, bool direct);
+    bool (*host_direct)(aiol_loop *loop, bool direct);
     /*
      * Optional.  First step of loop teardown: finishes the monitor's own
      * outstanding work while the loop is still whole.
      */
     void (*quiesce)(aiol_loop *loop);
     /*
-     * True when the monitor keeps no readiness of its own (level-triggered,
-     * nothing consumed by a wait), so a host may poll the watched fds
-     * itself and hand the loop what it saw (aiol_loop_embed_fds()).
+     * True when a host may poll the watched fds itself and hand the loop
+     * what it saw (aiol_loop_embed_fds()): the monitor keeps no readiness
+     * of its own meanwhile (level-triggered epoll and poll; io_uring
+     * cancels its single-shot polls in host_direct()).
      */
     bool host_may_poll;
     /*

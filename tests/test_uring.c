@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -565,6 +566,65 @@ static void test_level_triggered(void **state)
     close(p[1]);
 }
 
+/*
+ * Direct embedding on io_uring: the host may poll the handlers' fds while
+ * no request is in flight; with one, aiol_loop_embed_fds() says -EBUSY
+ * and the ring fd must wake the host for the request's completion.
+ */
+static void test_embed_direct_and_requests(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    struct pollfd fds[4];
+    int efd = tu_eventfd(), lfd = aiol_loop_get_fd(loop), p[2], n;
+    char buf[8];
+    treq rd;
+    th h;
+
+    (void)state;
+    assert_true(lfd >= 0);
+    th_add(&h, loop, efd, cb_read, NULL);
+    h.drain = true;
+    aiol_loop_prepare(loop);
+    n = aiol_loop_embed_fds(loop, fds, 4);
+    assert_int_equal(n, 2);                  /* efd and the wakeup fd */
+    tu_eventfd_signal(efd);
+    assert_int_equal(poll(fds, (nfds_t)n, 5000), 1);
+    aiol_loop_check(loop);
+    assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
+    assert_int_equal(h.reads, 1);
+
+    /* a read in flight: the host must poll the ring fd */
+    tu_pipe(p);
+    treq_init(&rd, loop, OP_READ, p[0], buf, sizeof(buf), 0);
+    submit(&rd);
+    aiol_loop_prepare(loop);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 4), -EBUSY);
+    assert_int_equal(write(p[1], "x", 1), 1);
+    fds[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+    assert_int_equal(poll(fds, 1, 5000), 1);
+    aiol_loop_check(loop);
+    aiol_loop_dispatch(loop);
+    assert_int_equal(rd.ndone, 1);
+    assert_int_equal(rd.res, 1);
+
+    /* the handler was re-armed for the ring meanwhile, and direct is back */
+    tu_eventfd_signal(efd);
+    aiol_loop_prepare(loop);
+    assert_true(poll(fds, 1, 5000) == 1);    /* the ring fd sees efd */
+    aiol_loop_check(loop);
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(h.reads, 2);
+    aiol_loop_prepare(loop);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 4), 2);
+    aiol_loop_check(loop);
+    assert_false(aiol_loop_dispatch_fds(loop, fds, 2));
+    th_remove(&h);
+    aiol_loop_free(loop);
+    close(efd);
+    close(p[0]);
+    close(p[1]);
+}
+
 #define T(f) cmocka_unit_test_setup(f, treq_setup)
 
 int main(void)
@@ -579,6 +639,7 @@ int main(void)
         T(test_remove_in_flight),
         T(test_remove_in_flight_repeated),
         T(test_level_triggered),
+        T(test_embed_direct_and_requests),
     };
     return TREQ_RUN_GROUP("uring", tests);
 }

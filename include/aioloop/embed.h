@@ -84,13 +84,16 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  *
  * While the host polls directly, the loop fd is not kept up to date: the
  * fds leave the epoll set behind it (epoll's own, poll's mirror), where
- * each would cost the kernel a callback at every event.  An -ENOSPC
- * return or a new aiol_loop_get_fd() puts them back, so a host switches
- * to the loop fd after one of those.  The loop's own polls need no care
- * (aiol_loop_poll(), nested ones included, from a dispatched callback).
+ * each would cost the kernel a callback at every event, and io_uring
+ * cancels its polls.  A negative return or a new aiol_loop_get_fd() puts
+ * them back, so a host switches to the loop fd after one of those.  The
+ * loop's own polls need no care (aiol_loop_poll(), nested ones included,
+ * from a dispatched callback).
  * @return the number of entries; -ENOSPC when more than @p max fds are
- *         watched; -ENOTSUP on io_uring, whose single-shot polls the host
- *         cannot stand in for (use aiol_loop_get_fd() in both cases).
+ *         watched; -EBUSY on io_uring while aioloop/uring.h requests are
+ *         in flight, since their completions arrive on the ring; -ENOTSUP
+ *         on a backend without direct embedding.  On error, poll
+ *         aiol_loop_get_fd() this round.
  */
 int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);
 

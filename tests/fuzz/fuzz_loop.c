@@ -485,7 +485,7 @@ static void embed_once(void)
     deadline = aiol_loop_prepare(g.loop);
     if (direct) {
         n = aiol_loop_embed_fds(g.loop, p, FZ_MAX_SLOTS + 1);
-        CHECK(n > 0 || n == -ENOTSUP);
+        CHECK(n > 0 || n == -ENOTSUP || n == -EBUSY);
         direct = n > 0;
     }
     if (!direct) {
