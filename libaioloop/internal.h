@@ -239,9 +239,10 @@ struct aiol_loop {
     int64_t poll_ns;           /* busy-poll window; polling thread */
     int64_t poll_max_ns;       /* polling thread */
     /*
-     * Direct embedding, see embed.c.  embed_gen is bumped (seq_cst, under
-     * loop->lock) by every change of the handler table and by the monitor
-     * leaving direct mode; embed is the polling thread's.
+     * Direct embedding, see embed.c.  embed_gen is bumped (seq_cst) by
+     * every change of the handler table and by the monitor leaving direct
+     * mode, under loop->lock, and by io_uring requests on the polling
+     * thread (aiol__embed_invalidate()); embed is the polling thread's.
      */
     atomic_uint_fast64_t embed_gen;
     aiol__embed_cache embed;
@@ -432,8 +433,10 @@ void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
 void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
                        const struct pollfd *fds, size_t n);
 /*
- * Under loop->lock.  The table changed, or the monitor left direct mode:
- * what aiol_loop_embed_fds() listed last is stale.  seq_cst: see embed.c.
+ * The table changed, the monitor left direct mode or (io_uring) a request
+ * went out: what aiol_loop_embed_fds() listed last is stale.  Under
+ * loop->lock, or on the polling thread (which cannot be inside
+ * aiol_loop_embed_fds() meanwhile).  seq_cst: see embed.c.
  */
 static inline void aiol__embed_invalidate(aiol_loop *loop)
 {
