@@ -111,7 +111,7 @@ static void bh_enqueue(aiol_bh *bh, unsigned set_flags)
                                              memory_order_relaxed);
         do {
             bh->next = head;
-            /* Release pairs with the acquire exchange in aiol__bh_poll(). */
+            /* Release pairs with the acquire exchange in bh_take_all(). */
         } while (!atomic_compare_exchange_weak_explicit(
                      &loop->bh_list, &head, bh, memory_order_release,
                      memory_order_relaxed));
@@ -197,15 +197,12 @@ static aiol_bh *bh_take_all(aiol_loop *loop)
 }
 
 AIOL__HOT
-bool aiol__bh_poll(aiol_loop *loop)
+bool aiol__bh_poll_run(aiol_loop *loop)
 {
     aiol__bh_slice slice = { .head = NULL };
     aiol__bh_slice *s;
     bool progress = false;
 
-    if (!aiol__bh_any(loop)) {
-        return false;
-    }
     slice.head = bh_take_all(loop);
     AIOL_TAILQ_INSERT_TAIL(&loop->bh_slices, &slice, link);
     loop->bh_idle_seen_ns = 0; /* every pending idle BH runs below */
@@ -235,8 +232,10 @@ bool aiol__bh_poll(aiol_loop *loop)
 /* What a chain of pending bottom halves waits for, most urgent last. */
 enum { CHAIN_NONE, CHAIN_IDLE, CHAIN_NOW };
 
-/* Scans a chain: CHAIN_NOW if one must run now, CHAIN_IDLE if only idle
- * ones wait, CHAIN_NONE if none does. */
+/*
+ * Scans a chain: CHAIN_NOW if one must run now, CHAIN_IDLE if only idle
+ * ones wait, CHAIN_NONE if none does.
+ */
 static int chain_state(const aiol_bh *bh)
 {
     int state = CHAIN_NONE;
@@ -255,7 +254,7 @@ static int chain_state(const aiol_bh *bh)
 }
 
 AIOL__HOT
-int64_t aiol__bh_deadline(aiol_loop *loop, aiol__now *now)
+int64_t aiol__bh_deadline_scan(aiol_loop *loop, aiol__now *now)
 {
     /* Acquire pairs with the release CAS in bh_enqueue(). */
     const aiol_bh *head = atomic_load_explicit(&loop->bh_list,

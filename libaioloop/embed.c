@@ -5,13 +5,13 @@
  * readable when any handler's fd is ready; the notifier eventfd is one of
  * those fds, so cross-thread wakeups reach the host too.  prepare() plays
  * the part of "about to block" in the notify protocol (notify.c): it sets
- * bit 0 of notify_me, which makes notifiers write the eventfd until
- * check() clears it.  Blocking polls use notify_me += 2, so both may
- * overlap (a nested blocking poll inside a host-dispatched callback).
+ * host_armed, which makes notifiers kick the loop until check() clears
+ * it.  Blocking polls count in notify_me instead, so both may overlap (a
+ * nested blocking poll inside a host-dispatched callback).
  *
- * prepare() announces itself with host_armed, a flag of its own, in one
- * seq_cst store (F1 here); the loads that must see other threads' news
- * after it (notified, the monitor's dirty flag) are seq_cst too.  With the
+ * prepare() sets host_armed in one seq_cst store (F1 here); the loads that
+ * must see other threads' news after it (notified, the monitor's dirty
+ * flag) are seq_cst too.  With the
  * remote side's fence (F2 in notify.c, F4 in handler.c) that is the same
  * Dekker pairing as a fence on each side, for one locked instruction
  * instead of two, and check() disarms with a plain release store.
@@ -46,25 +46,15 @@ int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
         (loop->mon->pending != NULL && loop->mon->pending(loop))) {
         return 0;
     }
-    /*
-     * Each source is asked only if it has something (checks on the hot
-     * fields of struct aiol_loop): an idle loop computes its deadline
-     * without a call.
-     */
-    deadline = aiol__bh_any(loop) ? aiol__bh_deadline(loop, now)
-                                  : AIOL_DEADLINE_NONE;
+    /* (inline checks skip each source that has nothing: internal.h) */
+    deadline = aiol__bh_deadline(loop, now);
     if (deadline == 0) {
         return 0;
     }
-    if (loop->timers_armed != 0) {
-        d = aiol__timers_deadline(loop, now);
-        deadline = d < deadline ? d : deadline;
-    }
-    if (!AIOL_LIST_EMPTY(&loop->phases)) {
-        d = aiol__phases_deadline(loop, now);
-        deadline = d < deadline ? d : deadline;
-    }
-    return deadline;
+    d = aiol__timers_deadline(loop, now);
+    deadline = d < deadline ? d : deadline;
+    d = aiol__phases_deadline(loop, now);
+    return d < deadline ? d : deadline;
 }
 
 AIOL__HOT
@@ -242,7 +232,7 @@ void aiol_phase_remove(aiol_phase *phase)
     free(phase);
 }
 
-int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now)
+int64_t aiol__phases_deadline_scan(aiol_loop *loop, aiol__now *now)
 {
     int64_t deadline = AIOL_DEADLINE_NONE;
     aiol_phase *phase;
@@ -257,7 +247,7 @@ int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now)
     return deadline;
 }
 
-bool aiol__phases_dispatch(aiol_loop *loop)
+bool aiol__phases_dispatch_run(aiol_loop *loop)
 {
     bool progress = false;
     aiol_phase *phase;

@@ -174,6 +174,18 @@ static void always_drop(epoll_state *s, int fd)
                           memory_order_relaxed);
 }
 
+/* Under loop->lock.  Puts @fd on the dirty list.  0 or -ENOMEM. */
+static int mark_dirty(epoll_state *s, int fd)
+{
+    int ret = aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
+                                 &s->fds[fd].dirty, fd);
+
+    if (ret == 0) {
+        atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
+    }
+    return ret;
+}
+
 /* Under loop->lock.  Records the change; a removal reaches the kernel now. */
 static int epoll_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
@@ -203,15 +215,7 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
         }
         return 0; /* a dirty entry left behind finds nothing to do */
     }
-    if (!st->dirty) {
-        ret = aiol__fd_list_push(&s->dirty, &s->ndirty, &s->dirty_cap, fd);
-        if (ret < 0) {
-            return ret;
-        }
-        st->dirty = true;
-        atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
-    }
-    return 0;
+    return mark_dirty(s, fd);
 }
 
 /* Under loop->lock.  Brings @fd's registration in line with its handler. */
@@ -238,8 +242,7 @@ static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
                                   fd) == 0) {
         st->always = (uint8_t)want; /* no poll method: always ready */
         atomic_store_explicit(&s->has_always, true, memory_order_relaxed);
-    }
-    else if (ret == -EBADF) {
+    } else if (ret == -EBADF) {
         loop->stats.bad_fds++; /* closed before it reached the kernel */
     }
     /* not watched until its handler changes */
@@ -285,13 +288,8 @@ static bool epoll_host_direct(aiol_loop *loop, bool direct)
         }
         (void)aiol__epoll_change(loop, s->epfd, node->fd, st->kernel, 0);
         st->kernel = 0;
-        if (!st->dirty &&
-            aiol__fd_list_push(&s->dirty, &s->ndirty, &s->dirty_cap,
-                               node->fd) == 0) {
-            st->dirty = true;
-            atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
-        }
         /* (on -ENOMEM the fd stays out of the set until it changes) */
+        (void)mark_dirty(s, node->fd);
     }
     return true;
 }

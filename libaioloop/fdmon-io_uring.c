@@ -195,6 +195,13 @@ static void uring_fini(aiol_loop *loop)
     loop->mon_state = NULL;
 }
 
+/* Under loop->lock.  Puts @fd on the dirty list.  0 or -ENOMEM. */
+static int mark_dirty(uring_state *s, int fd)
+{
+    return aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
+                              &s->fds[fd].dirty, fd);
+}
+
 /* Under loop->lock.  Only records the change; wait() applies it. */
 static int uring_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
@@ -211,11 +218,7 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     if (ret == 0 && nev == 0) {
         s->fds[fd].dropped = true;
     }
-    if (ret == 0 && !s->fds[fd].dirty) {
-        ret = aiol__fd_list_push(&s->dirty, &s->ndirty, &s->dirty_cap, fd);
-        s->fds[fd].dirty = ret == 0;
-    }
-    return ret;
+    return ret < 0 ? ret : mark_dirty(s, fd);
 }
 
 static struct io_uring_sqe *get_sqe(uring_state *s)
@@ -308,10 +311,7 @@ static bool uring_host_direct(aiol_loop *loop, bool direct)
         st->gen++;
         st->armed = 0;
         loop->stats.monitor_ctls++;
-        if (!st->dirty) {
-            st->dirty = aiol__fd_list_push(&s->dirty, &s->ndirty,
-                                           &s->dirty_cap, node->fd) == 0;
-        }
+        (void)mark_dirty(s, node->fd); /* (ENOMEM: out until it changes) */
     }
     return true;
 }
@@ -363,10 +363,9 @@ static int reap_one(aiol_loop *loop, uring_state *s,
         loop->stats.bad_fds += res == -EBADF;
         return 0;
     }
-    if (!st->fired) {
-        /* re-armed by the next flush */
-        st->fired = aiol__fd_list_push(&s->fired, &s->nfired, &s->fired_cap, fd) == 0;
-    }
+    /* re-armed by the next flush */
+    (void)aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap, &st->fired,
+                             fd);
     if (res < 0) {
         /*
          * -ECANCELED of the current generation: not our cancel (those bump
@@ -420,10 +419,7 @@ static void ring_rebuild_shared(aiol_loop *loop, uring_state *s)
         if (st->armed != 0) {
             st->armed = 0;
             st->gen++;
-            if (!st->dirty) {
-                st->dirty = aiol__fd_list_push(&s->dirty, &s->ndirty, &s->dirty_cap,
-                                      (int)fd) == 0;
-            }
+            (void)mark_dirty(s, (int)fd);
         }
     }
     pthread_mutex_unlock(&loop->lock);
@@ -670,20 +666,20 @@ static bool uring_pending(aiol_loop *loop)
 static int uring_get_fd(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
-    bool was_direct;
+    bool rearm;
 
     pthread_mutex_lock(&loop->lock);
-    was_direct = s->direct;
+    rearm = s->direct || !s->shared;
     (void)uring_host_direct(loop, false);
     pthread_mutex_unlock(&loop->lock);
-    if (s->shared && was_direct) {
-        uring_flush(loop); /* re-arm before the host sleeps on the ring */
-    }
     if (!s->shared) {
         ring_rebuild_shared(loop, s);
+    }
+    if (rearm) {
         /*
-         * The new ring has nothing armed yet: arm it now, so a host that
-         * asks for the fd after aiol_loop_prepare() still sees readiness.
+         * Nothing is armed (a new ring, or direct embedding just ended):
+         * arm now, so a host that asks for the fd after aiol_loop_prepare()
+         * still sees readiness.
          */
         uring_flush(loop);
     }

@@ -18,9 +18,8 @@
  * makes no syscall) comes back as POLLNVAL on every call.  We stop
  * watching that entry (fd set negative, which poll ignores) instead of
  * spinning, and count it in stats.bad_fds; setting the handler again
- * re-enables it.  Regular
- * files are always readable and writable to poll(2).  ppoll gives the wait
- * nanosecond precision.
+ * re-enables it.  Regular files are always readable and writable to
+ * poll(2).  ppoll gives the wait nanosecond precision.
  */
 #include <errno.h>
 #include <poll.h>

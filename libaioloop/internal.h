@@ -79,6 +79,12 @@ static inline int aiol__reserve(void *arrp, size_t *cap, size_t want,
 int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd);
 
 /*
+ * aiol__fd_list_push() unless *@listed says @fd is on the list already;
+ * sets *@listed.  0 or -ENOMEM (then nothing changed).
+ */
+int aiol__fd_list_mark(int **v, size_t *n, size_t *cap, bool *listed, int fd);
+
+/*
  * A number naming the calling thread, never reused in the process (unlike
  * pthread_t values and TIDs, which a new thread may inherit from a dead
  * one).  Never 0.
@@ -476,8 +482,12 @@ void aiol__walk_end(aiol_loop *loop);
 
 /* ------------------------------------------------------ bottom halves */
 
-/* Runs due bottom halves (polling thread).  Returns progress. */
-bool aiol__bh_poll(aiol_loop *loop);
+/*
+ * The per-iteration entry points of bottom halves, timers and phases are
+ * inline checks on the hot fields of struct aiol_loop in front of the
+ * out-of-line work: an iteration with nothing of the kind makes no call.
+ */
+
 /*
  * Polling thread.  False when no bottom half can be pending: nothing on
  * the list, no slice a nested poll left.  Relaxed: a notify (F2) orders a
@@ -488,8 +498,19 @@ static inline bool aiol__bh_any(aiol_loop *loop)
     return atomic_load_explicit(&loop->bh_list, memory_order_relaxed) != NULL ||
            !AIOL_TAILQ_EMPTY(&loop->bh_slices);
 }
+bool aiol__bh_poll_run(aiol_loop *loop);
+/* Runs due bottom halves (polling thread).  Returns progress. */
+static inline bool aiol__bh_poll(aiol_loop *loop)
+{
+    return aiol__bh_any(loop) && aiol__bh_poll_run(loop);
+}
+int64_t aiol__bh_deadline_scan(aiol_loop *loop, aiol__now *now);
 /* Earliest bottom-half deadline: 0, now + idle delay, or none. */
-int64_t aiol__bh_deadline(aiol_loop *loop, aiol__now *now);
+static inline int64_t aiol__bh_deadline(aiol_loop *loop, aiol__now *now)
+{
+    return aiol__bh_any(loop) ? aiol__bh_deadline_scan(loop, now)
+                              : AIOL_DEADLINE_NONE;
+}
 /* Frees what the loop owns among bottom halves (teardown). */
 void aiol__bh_free_all(aiol_loop *loop);
 
@@ -497,10 +518,19 @@ void aiol__bh_free_all(aiol_loop *loop);
 
 int aiol__clocks_init(aiol_loop *loop);
 void aiol__clocks_fini(aiol_loop *loop);
+int64_t aiol__timers_deadline_scan(aiol_loop *loop, aiol__now *now);
 /* Earliest timer deadline on the monotonic clock, or none. */
-int64_t aiol__timers_deadline(aiol_loop *loop, aiol__now *now);
+static inline int64_t aiol__timers_deadline(aiol_loop *loop, aiol__now *now)
+{
+    return loop->timers_armed != 0 ? aiol__timers_deadline_scan(loop, now)
+                                   : AIOL_DEADLINE_NONE;
+}
+bool aiol__timers_run_due(aiol_loop *loop);
 /* Fires due timers (polling thread).  Returns progress. */
-bool aiol__timers_run(aiol_loop *loop);
+static inline bool aiol__timers_run(aiol_loop *loop)
+{
+    return loop->timers_armed != 0 && aiol__timers_run_due(loop);
+}
 
 /* ------------------------------------------------------------ notify */
 
@@ -538,8 +568,21 @@ void aiol__busy_poll_fini(aiol_loop *loop);
  */
 int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now);
 
-int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now);
-bool aiol__phases_dispatch(aiol_loop *loop);
+int64_t aiol__phases_deadline_scan(aiol_loop *loop, aiol__now *now);
+/* Earliest deadline of the embedder phases, or none. */
+static inline int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now)
+{
+    if (AIOL_LIST_EMPTY(&loop->phases)) {
+        return AIOL_DEADLINE_NONE;
+    }
+    return aiol__phases_deadline_scan(loop, now);
+}
+bool aiol__phases_dispatch_run(aiol_loop *loop);
+/* Runs the embedder phases' dispatch callbacks.  Returns progress. */
+static inline bool aiol__phases_dispatch(aiol_loop *loop)
+{
+    return !AIOL_LIST_EMPTY(&loop->phases) && aiol__phases_dispatch_run(loop);
+}
 
 /* ------------------------------------------------------------ time */
 

@@ -252,18 +252,14 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         aiol__busy_poll_stop(loop, &ready);
     }
 
-    /* (the checks before each call skip it on the hot fields) */
-    progress = aiol__bh_any(loop) && aiol__bh_poll(loop);
+    /* (inline checks skip each one that has nothing: internal.h) */
+    progress = aiol__bh_poll(loop);
     progress |= aiol__dispatch_ready(loop, &ready);
     if (loop->mon->dispatch != NULL) {
         progress |= loop->mon->dispatch(loop);
     }
-    if (loop->timers_armed != 0) {
-        progress |= aiol__timers_run(loop);
-    }
-    if (!AIOL_LIST_EMPTY(&loop->phases)) {
-        progress |= aiol__phases_dispatch(loop);
-    }
+    progress |= aiol__timers_run(loop);
+    progress |= aiol__phases_dispatch(loop);
     aiol__walk_end(loop);
     return progress;
 }

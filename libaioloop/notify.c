@@ -107,15 +107,16 @@ void aiol_loop_notify(aiol_loop *loop)
     atomic_store_explicit(&loop->notified, true, memory_order_relaxed);
     /* F2: pairs with F1 in the poll iteration and in aiol_loop_prepare(). */
     atomic_thread_fence(memory_order_seq_cst);
-    if (!aiol__poller_may_sleep(loop)) {
-        return;
+    if (!aiol__poller_may_sleep(loop) ||
+        (loop->wakeup_fn == NULL &&
+         atomic_exchange_explicit(&loop->notify_kicked, true,
+                                  memory_order_seq_cst))) {
+        return; /* nobody may sleep, or our eventfd is written already */
     }
+    __atomic_fetch_add(&loop->stats.notify_kicks, 1, __ATOMIC_RELAXED);
     if (loop->wakeup_fn != NULL) {
-        __atomic_fetch_add(&loop->stats.notify_kicks, 1, __ATOMIC_RELAXED);
         loop->wakeup_fn(loop->wakeup_opaque);
-    } else if (!atomic_exchange_explicit(&loop->notify_kicked, true,
-                                         memory_order_seq_cst)) {
-        __atomic_fetch_add(&loop->stats.notify_kicks, 1, __ATOMIC_RELAXED);
+    } else {
         (void)eventfd_write(loop->notify_fd, 1);
     }
 }

@@ -125,13 +125,12 @@ int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
 int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
 {
     aiol_clock *c;
+    int ret;
 
     aiol__check(timer != NULL, "timer is NULL");
     c = timer->clock;
     timer->seq = c->seq++;
     timer->expire = expire_ns;
-    int ret;
-
     if (timer->idx != AIOL_HEAP_NONE) {
         aiol__timer_heap_update(&c->heap, timer);
         return 0;
@@ -170,14 +169,11 @@ void aiol_timer_free(aiol_timer *timer)
     }
 }
 
-int64_t aiol__timers_deadline(aiol_loop *loop, aiol__now *now)
+int64_t aiol__timers_deadline_scan(aiol_loop *loop, aiol__now *now)
 {
     int64_t deadline = AIOL_DEADLINE_NONE;
     aiol_clock *c;
 
-    if (loop->timers_armed == 0) {
-        return deadline; /* no walk over the clocks: see struct aiol_loop */
-    }
     AIOL_LIST_FOREACH(c, &loop->clocks, link) {
         const aiol_timer *first = aiol__timer_heap_top(&c->heap);
         int64_t d;
@@ -197,14 +193,11 @@ int64_t aiol__timers_deadline(aiol_loop *loop, aiol__now *now)
     return deadline;
 }
 
-bool aiol__timers_run(aiol_loop *loop)
+bool aiol__timers_run_due(aiol_loop *loop)
 {
     bool progress = false;
     aiol_clock *c;
 
-    if (loop->timers_armed == 0) {
-        return false;
-    }
     AIOL_LIST_FOREACH(c, &loop->clocks, link) {
         uint64_t armed_before = c->seq;
         aiol_timer *t;

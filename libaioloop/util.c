@@ -52,3 +52,11 @@ int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd)
     }
     return ret;
 }
+
+int aiol__fd_list_mark(int **v, size_t *n, size_t *cap, bool *listed, int fd)
+{
+    int ret = *listed ? 0 : aiol__fd_list_push(v, n, cap, fd);
+
+    *listed = *listed || ret == 0;
+    return ret;
+}
