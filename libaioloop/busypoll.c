@@ -72,10 +72,6 @@ static void snapshot_refresh(aiol_loop *loop)
     pthread_mutex_unlock(&loop->lock);
 }
 
-/*
- * Ends busy polling of @node.  Work may have arrived after its last poll
- * but before poll_end re-enabled its notifications, so poll once more.
- */
 /* Polling thread.  Refreshes the snapshot if loop->pollers changed. */
 static void snapshot_sync(aiol_loop *loop)
 {
@@ -86,21 +82,56 @@ static void snapshot_sync(aiol_loop *loop)
     }
 }
 
-static void node_poll_end(aiol__handler *node, aiol__ready_list *ready)
+/*
+ * Ends busy polling of @node.  Work may have arrived after its last poll
+ * but before poll_end re-enabled its notifications, so poll once more;
+ * returns whether that found work (queued on @ready).
+ */
+static bool node_poll_end(aiol__handler *node, aiol__ready_list *ready)
 {
     node->poll_started = false;
     if (node->ops.poll_end != NULL) {
         node->ops.poll_end(node->opaque);
     }
     if (node_live(node) && node->ops.poll(node->opaque)) {
-        aiol__ready_add(ready, node, AIOL__EV_POLL);
+        if (ready != NULL) {
+            aiol__ready_add(ready, node, AIOL__EV_POLL);
+        }
+        return true;
     }
+    return false;
 }
 
-/* One round over the polled handlers.  Returns whether one had work. */
-static bool poll_round(aiol_loop *loop, aiol__ready_list *ready, int64_t now)
+/* What one round over the polled handlers found. */
+enum round_result {
+    ROUND_IDLE,  /* nothing pollable: every handler is idle or gone */
+    ROUND_EMPTY, /* polled some, none had work */
+    ROUND_WORK,  /* one had work, queued on the ready list */
+};
+
+/*
+ * True when @node, which has an fd to fall back to, found no work for
+ * AIOL__POLL_IDLE_NS since it was first polled or last made progress.
+ * Its idle clock starts at its first poll round (progress 0 until then),
+ * not when it was set: a handler set long before polling starts must be
+ * polled before it can be judged idle.
+ */
+static bool node_idle(aiol__handler *node, int64_t now)
 {
-    bool progress = false;
+    if (node->events == 0) {
+        return false; /* busy-poll only: nothing else would run it */
+    }
+    if (node->poll_progress_ns == 0) {
+        node->poll_progress_ns = now;
+    }
+    return now - node->poll_progress_ns > AIOL__POLL_IDLE_NS;
+}
+
+/* One round over the polled handlers. */
+static enum round_result poll_round(aiol_loop *loop, aiol__ready_list *ready,
+                                    int64_t now)
+{
+    enum round_result res = ROUND_IDLE;
 
     loop->stats.poll_rounds++;
     for (size_t i = 0; i < loop->npollers_snap; i++) {
@@ -109,14 +140,14 @@ static bool poll_round(aiol_loop *loop, aiol__ready_list *ready, int64_t now)
         if (!node_live(node)) {
             continue;
         }
-        /* Idle handlers fall back to their fd, if they have one. */
-        if (node->events != 0 &&
-            now - node->poll_progress_ns > AIOL__POLL_IDLE_NS) {
-            if (node->poll_started) {
-                node_poll_end(node, ready);
+        /* Idle handlers fall back to their fd. */
+        if (node_idle(node, now)) {
+            if (node->poll_started && node_poll_end(node, ready)) {
+                res = ROUND_WORK;
             }
             continue;
         }
+        res = res == ROUND_IDLE ? ROUND_EMPTY : res;
         if (!node->poll_started) {
             node->poll_started = true;
             loop->poll_started = true;
@@ -127,10 +158,10 @@ static bool poll_round(aiol_loop *loop, aiol__ready_list *ready, int64_t now)
         if (node_live(node) && node->ops.poll(node->opaque)) {
             node->poll_progress_ns = now;
             aiol__ready_add(ready, node, AIOL__EV_POLL);
-            progress = true;
+            res = ROUND_WORK;
         }
     }
-    return progress;
+    return res;
 }
 
 bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
@@ -142,14 +173,17 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
     if (loop->npollers_snap == 0) {
         return false;
     }
-    end = now_ns + loop->poll_ns;
-    end = end < deadline_ns ? end : deadline_ns;
+    /* now + poll_ns, saturated at the deadline (AIOL_DEADLINE_NONE too). */
+    end = loop->poll_ns < deadline_ns - now_ns ? now_ns + loop->poll_ns
+                                               : deadline_ns;
     for (;;) {
-        if (poll_round(loop, ready, now_ns)) {
+        enum round_result res = poll_round(loop, ready, now_ns);
+
+        if (res == ROUND_WORK) {
             return true;
         }
-        if (now_ns >= end) {
-            return false;
+        if (res == ROUND_IDLE || now_ns >= end) {
+            return false; /* nothing left to spin on, or the window ended */
         }
         now_ns = aiol_clock_now_ns();
     }
@@ -161,18 +195,29 @@ void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node)
     node->poll_progress_ns = aiol_clock_now_ns();
 }
 
-void aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready)
+bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready)
 {
+    bool found = false;
+
     /* Handlers freed since the last iteration must not be touched. */
     snapshot_sync(loop);
     for (size_t i = 0; i < loop->npollers_snap; i++) {
         aiol__handler *node = loop->pollers_snap[i];
 
         if (node_live(node) && node->poll_started) {
-            node_poll_end(node, ready);
+            found |= node_poll_end(node, ready);
         }
     }
     loop->poll_started = false;
+    return found;
+}
+
+bool aiol__busy_poll_stop_for_host(aiol_loop *loop)
+{
+    bool found = aiol__busy_poll_stop(loop, NULL);
+
+    loop->poll_recheck |= found;
+    return found;
 }
 
 void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns)
@@ -185,10 +230,16 @@ void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns)
         loop->poll_ns = loop->poll_shrink ? loop->poll_ns / loop->poll_shrink
                                           : 0;
     } else if (loop->poll_ns < loop->poll_max_ns) {
-        /* Room to grow: poll longer. */
+        /* Room to grow: poll longer, saturating at poll_max_ns. */
         int64_t grow = loop->poll_grow ? loop->poll_grow : 2;
 
-        loop->poll_ns = loop->poll_ns ? loop->poll_ns * grow : 4000;
+        if (loop->poll_ns == 0) {
+            loop->poll_ns = AIOL__POLL_FIRST_NS;
+        } else if (loop->poll_ns > loop->poll_max_ns / grow) {
+            loop->poll_ns = loop->poll_max_ns;
+        } else {
+            loop->poll_ns *= grow;
+        }
         if (loop->poll_ns > loop->poll_max_ns) {
             loop->poll_ns = loop->poll_max_ns;
         }

@@ -43,6 +43,7 @@ int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
 
     /* seq_cst: pairs with F2 in aiol_loop_notify() (see the top). */
     if (atomic_load_explicit(&loop->notified, memory_order_seq_cst) ||
+        loop->poll_recheck ||
         (loop->mon->pending != NULL && loop->mon->pending(loop))) {
         return 0;
     }
@@ -72,6 +73,13 @@ int64_t aiol_loop_prepare(aiol_loop *loop)
     atomic_store_explicit(&loop->host_armed, true, memory_order_seq_cst);
     if (loop->mon->flush != NULL) {
         loop->mon->flush(loop);
+    }
+    /*
+     * The host may sleep next: no handler stays busy-polled with its
+     * notifications off (as in prepare_to_block(), loop.c).
+     */
+    if (loop->poll_started && aiol__busy_poll_stop_for_host(loop)) {
+        return 0;
     }
     return aiol__loop_deadline(loop, &now);
 }

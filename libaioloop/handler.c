@@ -129,7 +129,7 @@ static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
     AIOL_LIST_ENTRY_INIT(node, node_live);
     AIOL_LIST_ENTRY_INIT(node, node_poll);
     node->mon_slot = -1;
-    node->poll_progress_ns = ops->poll != NULL ? aiol_clock_now_ns() : 0;
+    node->poll_progress_ns = 0; /* idle clock starts at its first poll */
     node->poll_started = false;
 }
 

@@ -153,7 +153,8 @@ struct aiol__handler {
 
     /* Busy polling.  node_poll: loop->lock; the rest: polling thread. */
     AIOL_LIST_ENTRY(aiol__handler) node_poll; /* on loop->pollers */
-    int64_t poll_progress_ns; /* last time poll() found work or fd fired */
+    int64_t poll_progress_ns; /* last poll() with work or fd event; 0: never
+                                 polled (idle clock not started) */
     bool poll_started;        /* poll_begin called, poll_end not yet */
 };
 
@@ -166,6 +167,8 @@ struct aiol__handler {
 #define AIOL__POLL_IDLE_NS (7 * 1000 * 1000)
 /* Busy polling may skip the fd wait this many iterations in a row at most. */
 #define AIOL__POLL_MAX_SKIPS 8
+/* The first window after polling was off (QEMU's first step too). */
+#define AIOL__POLL_FIRST_NS 4000
 
 /* A run of bottom halves taken by one poll call; see bh.c. */
 typedef struct aiol__bh_slice {
@@ -233,6 +236,8 @@ struct aiol_loop {
     atomic_bool notified;      /* a wakeup is pending; any thread */
     atomic_bool notify_kicked; /* notify_fd written, not yet drained */
     bool poll_started;         /* some handler had poll_begin; polling thread */
+    bool poll_recheck;         /* prepare() ended polling and saw work: the
+                                  next iteration polls once; polling thread */
     atomic_uint notify_me;     /* +2 per blocking poll */
     /* Bottom halves, see bh.c. */
     _Atomic(struct aiol_bh *) bh_list; /* lock-free stack; any thread */
@@ -551,11 +556,18 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
 /* Adapts the window to how long the iteration blocked. */
 void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns);
 /*
- * Ends busy polling (the window closed or polling was disabled): calls
- * poll_end of every polled handler and polls it once more, since work may
- * have come before its notifications were back on; that work goes on @ready.
+ * Ends busy polling (before a wait that may block, or polling was
+ * disabled): calls poll_end of every polled handler and polls it once
+ * more, since work may have come before its notifications were back on;
+ * that work goes on @ready.  Returns whether there was any.
  */
-void aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready);
+bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready);
+/*
+ * The same for a host about to sleep (aiol_loop_prepare()): work the last
+ * poll finds is not queued but leaves loop->poll_recheck set, so the next
+ * iteration polls once.  Returns whether there was any.
+ */
+bool aiol__busy_poll_stop_for_host(aiol_loop *loop);
 /* Marks @node as having made progress through its fd. */
 void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node);
 void aiol__busy_poll_fini(aiol_loop *loop);

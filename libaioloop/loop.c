@@ -6,7 +6,9 @@
  *      under our feet;
  *   2. if blocking: announce it (notify_me, see notify.c) and shorten the
  *      deadline to the earliest bottom half, timer or phase; busy-poll
- *      the handlers' poll callbacks for the adaptive window;
+ *      the handlers' poll callbacks for the adaptive window, and if that
+ *      found nothing, end busy polling (poll_end, one more poll) so that
+ *      no handler sleeps with its notifications off;
  *   3. wait on the fd monitor until the deadline (0: just look),
  *      collecting ready handlers on this call's own ready list;
  *   4. accept the notify, adapt the busy-poll window;
@@ -16,6 +18,7 @@
  *      handlers.
  * docs/design.md describes the phases, nesting and deletion in full.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,6 +206,16 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
     if (loop->poll_ns > 0 && aiol__busy_poll(loop, ready, now, deadline_ns)) {
         return 0;
     }
+    /*
+     * No wait that may block starts while a handler is busy-polled: its
+     * poll_begin may have turned off the notifications (a virtqueue's
+     * kick) that would end the wait.  poll_end turns them back on and
+     * polls once more (after F1, so a notify that misses our poll sees
+     * notify_me); work found there means no sleep.
+     */
+    if (loop->poll_started && aiol__busy_poll_stop(loop, ready)) {
+        return 0;
+    }
     return deadline_ns;
 }
 
@@ -226,7 +239,15 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         if (blocking) {
             start = aiol_clock_now_ns();
             deadline_ns = prepare_to_block(loop, &ready, deadline_ns, start);
-        } else if (loop->poll_ns > 0) {
+        }
+        /*
+         * A wait that will not block looks at the poll callbacks once
+         * while the window is open, or when prepare() saw work as it
+         * ended polling for the host.
+         */
+        if (deadline_ns == 0 && AIOL_LIST_EMPTY(&ready) &&
+            (loop->poll_ns > 0 || loop->poll_recheck)) {
+            loop->poll_recheck = false;
             aiol__busy_poll(loop, &ready, aiol_clock_now_ns(), 0); /* 1 round */
         }
         /* Busy-polled work skips the wait, but not many times in a row. */
@@ -234,7 +255,11 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
             loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS) {
             loop->poll_skipped_waits++;
         } else {
-            int ret = loop->mon->wait(loop, &ready, deadline_ns);
+            int ret;
+
+            assert(!(deadline_ns != 0 && loop->poll_started) &&
+                   "a wait that may block with handlers still busy-polled");
+            ret = loop->mon->wait(loop, &ready, deadline_ns);
 
             aiol__check(ret >= 0, "fd monitor wait failed");
             loop->poll_skipped_waits = 0;

@@ -107,7 +107,13 @@ void aiol_loop_notify(aiol_loop *loop);
  * 0 resets it to 0).  @p max_ns 0 (the default) disables busy polling.
  * Polling never delays a due timer, and at most a few iterations in a row
  * skip checking fds.  A handler whose poll callback finds no work for
- * 7 ms is no longer polled until its fd fires.  Polling thread.
+ * 7 ms from its first poll is no longer polled until its fd fires; with
+ * no polled handler left, the loop does not spin.  Before any wait that
+ * may block (and in aiol_loop_prepare()) the loop ends busy polling: it
+ * calls each polled handler's poll_end, then its poll callback once more,
+ * and does not sleep if that found work, so a handler never sleeps with
+ * the notifications its poll_begin turned off.  Values whose growth would
+ * overflow saturate at @p max_ns.  Polling thread.
  * @return 0, or -EINVAL for negative values.
  */
 int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
