@@ -26,7 +26,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 
 .PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench clean \
         fuzz check-fuzz fuzz-afl \
-        qemu qemu-stock check-qemu check-qemu-stock clean-qemu
+        qemu qemu-stock check-qemu check-qemu-stock check-guest clean-qemu
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD)
@@ -55,10 +55,10 @@ bench-deps: deps
 
 # The whole suite: gcc (every backend, unit and stress), ASan+UBSan, clang,
 # TSan (unit and stress), a time-boxed libFuzzer run of the nested-poll
-# fuzzer, and QEMU 7.2's own unit tests on the fork, once per libaioloop
-# backend.  (Every build also replays the fuzz corpora: unit test
-# fuzz-replay.)
-check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu
+# fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
+# backend, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
+# build also replays the fuzz corpora: unit test fuzz-replay.)
+check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu check-guest
 	@echo "make check: all suites passed"
 
 check-gcc: all
@@ -128,10 +128,10 @@ bench: bench-deps all
 	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
 
 # The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our
-# patch series, linked with libaioloop from this tree.  The scripts install
-# their own build dependencies.
+# patch series, linked with libaioloop from this tree: the unit tests and
+# qemu-system-x86_64.  The scripts install their own build dependencies.
 qemu: all
-	integrations/qemu/build.sh --fork $(QEMU_WORK)
+	integrations/qemu/build.sh --fork --all $(QEMU_WORK)
 
 qemu-stock:
 	integrations/qemu/build.sh --stock $(QEMU_WORK)
@@ -141,6 +141,13 @@ check-qemu: qemu
 	  echo "== QEMU fork unit tests, AIOLOOP_BACKEND=$$b"; \
 	  AIOLOOP_BACKEND=$$b integrations/qemu/run-tests.sh $(QEMU_WORK) fork || exit 1; \
 	done
+
+# A Debian cloud kernel and a busybox initramfs on the fork's
+# qemu-system-x86_64 (TCG): virtio-blk on an iothread (aio=threads, native,
+# io_uring) and on the main loop, default busy polling, once per backend;
+# the guest writes a pattern with O_DIRECT, the host checks the image.
+check-guest: qemu
+	integrations/qemu/guest-test.sh $(QEMU_WORK)
 
 check-qemu-stock: qemu-stock
 	integrations/qemu/run-tests.sh $(QEMU_WORK) stock

@@ -47,7 +47,8 @@ nice_cmd=(nice -n "${NICE:-10}")
 # ---------------------------------------------------------------------------
 # 1. Debian build dependencies of this configuration (and of fetch-source.sh).
 # QEMU 7.2's +dfsg tarball has no bundled meson nor dtc, so both come from
-# Debian; x86_64-softmmu needs libfdt (TARGET_NEED_FDT).  7.2 needs no python
+# Debian; x86_64-softmmu needs libfdt (TARGET_NEED_FDT), aio=native (which
+# guest-test.sh runs) needs libaio.  7.2 needs no python
 # venv.  flex/bison are only for the bundled dtc, which is not used.
 # The last line is optional for the build but pins the unit-test set: with
 # gnutls+tasn1 the TLS/crypto tests are built.  socat is deliberately left
@@ -56,7 +57,7 @@ nice_cmd=(nice -n "${NICE:-10}")
 # machine (fixed upstream after 7.2).
 QEMU_DEB_PKGS="gcc make patch pkg-config python3 meson ninja-build dpkg-dev \
 debian-archive-keyring libglib2.0-dev libpixman-1-dev zlib1g-dev libfdt-dev \
-liburing-dev \
+liburing-dev libaio-dev \
 libgnutls28-dev libtasn1-6-dev"
 
 t_start=$(date +%s)
@@ -86,7 +87,7 @@ stamp "fetch: $(( $(date +%s) - t0 ))s"
 
 configure_flags=(
     --target-list=x86_64-softmmu
-    --disable-docs --disable-werror --enable-linux-io-uring
+    --disable-docs --disable-werror --enable-linux-io-uring --enable-linux-aio
     --disable-install-blobs
     --disable-gtk --disable-sdl --disable-vnc --disable-spice --disable-opengl
     --disable-curses --disable-slirp --disable-capstone
