@@ -62,6 +62,7 @@ AIOL__HOT
 int64_t aiol_loop_prepare(aiol_loop *loop)
 {
     aiol__now now = AIOL__NOW_LAZY;
+    int64_t d;
 
     aiol__check(loop != NULL, "loop is NULL");
     /*
@@ -81,7 +82,8 @@ int64_t aiol_loop_prepare(aiol_loop *loop)
     if (loop->poll_started && aiol__busy_poll_stop_for_host(loop)) {
         return 0;
     }
-    return aiol__loop_deadline(loop, &now);
+    d = aiol__loop_deadline(loop, &now);
+    return d > 0 ? d : 0; /* never negative, whatever a phase returned */
 }
 
 AIOL__HOT

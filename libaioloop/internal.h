@@ -185,6 +185,13 @@ struct aiol_clock {
     void *opaque;                   /* immutable */
     struct aiol__timer_heap heap;   /* polling thread */
     uint64_t seq;                   /* arming counter; polling thread */
+    /*
+     * Timer runs over this clock on the stack (nested polls); polling
+     * thread.  aiol_clock_free() while one is sets freed instead and
+     * leaves the clock linked; the last run to end frees it (timer.c).
+     */
+    unsigned running;
+    bool freed;
     AIOL_LIST_ENTRY(aiol_clock) link; /* loop->clocks; polling thread */
 };
 

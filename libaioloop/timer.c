@@ -6,6 +6,19 @@
  * deadlines fire in arming order and lets a timer run stop at timers armed
  * during the run.  Each timer remembers its heap index, so re-arm and
  * cancel are O(log n) with no search.
+ *
+ * A timer callback may free its own clock (after the clock's timers), or
+ * any other, also from a nested poll.  A run counts itself in the clock's
+ * running field while it calls callbacks; aiol_clock_free() of a clock
+ * with a run in progress only marks it freed (its heap is empty by then)
+ * and leaves it on loop->clocks, so every run on the stack can still read
+ * it and step to its successor; the last run to finish with it unlinks
+ * and frees it.  O(1): no run or free searches anything.  Polling thread.
+ *
+ * Deadlines on an embedder's clock become monotonic ones by
+ * mono now + (expire - clock now), saturated: whatever the two clocks
+ * read (either may be negative), a due timer gives 0 and one beyond the
+ * range of int64_t gives AIOL_DEADLINE_NONE, never an overflow.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -87,21 +100,35 @@ int aiol_clock_new(aiol_loop *loop, aiol_clock_now_fn *now, void *opaque,
     return 0;
 }
 
+/* Unlinks and frees @c; no timer run has it on the stack.  Polling thread. */
+static void clock_destroy(aiol_clock *c)
+{
+    AIOL_LIST_REMOVE(c, link);
+    aiol__timer_heap_fini(&c->heap);
+    free(c);
+}
+
 void aiol_clock_free(aiol_clock *clock)
 {
     if (clock == NULL) {
         return;
     }
     aiol__check(clock != clock->loop->mono, "the loop's own clock is not freed");
+    aiol__check(!clock->freed, "clock freed twice");
     aiol__check(clock->heap.n == 0, "clock freed while timers are armed");
-    AIOL_LIST_REMOVE(clock, link);
-    aiol__timer_heap_fini(&clock->heap);
-    free(clock);
+    if (clock->running != 0) {
+        /* From a timer callback: the run frees it (aiol__timers_run_due). */
+        clock->freed = true;
+        aiol__timer_heap_fini(&clock->heap);
+        return;
+    }
+    clock_destroy(clock);
 }
 
 int64_t aiol_clock_get_ns(aiol_clock *clock)
 {
     aiol__check(clock != NULL, "clock is NULL");
+    aiol__check(!clock->freed, "clock was freed");
     return clock->now ? clock->now(clock->opaque) : aiol_clock_now_ns();
 }
 
@@ -111,6 +138,7 @@ int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
     aiol_timer *t;
 
     aiol__check(clock != NULL, "clock is NULL");
+    aiol__check(!clock->freed, "clock was freed");
     aiol__check(cb != NULL && out != NULL, "cb or out is NULL");
     t = malloc(sizeof(*t));
     if (t == NULL) {
@@ -129,6 +157,7 @@ int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
 
     aiol__check(timer != NULL, "timer is NULL");
     c = timer->clock;
+    aiol__check(!c->freed, "the timer's clock was freed");
     timer->seq = c->seq++;
     timer->expire = expire_ns;
     if (timer->idx != AIOL_HEAP_NONE) {
@@ -169,6 +198,33 @@ void aiol_timer_free(aiol_timer *timer)
     }
 }
 
+/*
+ * The CLOCK_MONOTONIC deadline of a timer due at @expire on @c, saturated:
+ * 0 (not negative) when it is due or in the past, AIOL_DEADLINE_NONE when
+ * it lies beyond int64_t.  An embedder's clock is assumed to run no faster
+ * than real time: mono now + (expire - clock now).  Polling thread.
+ */
+static int64_t clock_deadline(aiol_clock *c, int64_t expire, aiol__now *now)
+{
+    int64_t cnow, left, d;
+
+    if (c->now == NULL) {
+        return expire > 0 ? expire : 0; /* negative: long past */
+    }
+    cnow = c->now(c->opaque);
+    if (__builtin_sub_overflow(expire, cnow, &left)) {
+        return expire > cnow ? AIOL_DEADLINE_NONE : 0;
+    }
+    if (left <= 0) {
+        return 0;
+    }
+    /* mono now >= 0 and left > 0: only an overflow past INT64_MAX. */
+    if (__builtin_add_overflow(aiol__now_get(now), left, &d)) {
+        return AIOL_DEADLINE_NONE;
+    }
+    return d;
+}
+
 int64_t aiol__timers_deadline_scan(aiol_loop *loop, aiol__now *now)
 {
     int64_t deadline = AIOL_DEADLINE_NONE;
@@ -179,15 +235,9 @@ int64_t aiol__timers_deadline_scan(aiol_loop *loop, aiol__now *now)
         int64_t d;
 
         if (first == NULL) {
-            continue;
+            continue; /* freed clocks too: their heap is empty */
         }
-        if (c->now == NULL) {
-            d = first->expire;
-        } else {
-            /* Assume the clock runs no faster than real time. */
-            int64_t left = first->expire - c->now(c->opaque);
-            d = left <= 0 ? 0 : aiol__now_get(now) + left;
-        }
+        d = clock_deadline(c, first->expire, now);
         deadline = d < deadline ? d : deadline;
     }
     return deadline;
@@ -196,24 +246,32 @@ int64_t aiol__timers_deadline_scan(aiol_loop *loop, aiol__now *now)
 bool aiol__timers_run_due(aiol_loop *loop)
 {
     bool progress = false;
-    aiol_clock *c;
+    aiol_clock *c, *next;
 
-    AIOL_LIST_FOREACH(c, &loop->clocks, link) {
+    for (c = AIOL_LIST_FIRST(&loop->clocks); c != NULL; c = next) {
         uint64_t armed_before = c->seq;
         aiol_timer *t;
         int64_t now;
 
         if (aiol__timer_heap_count(&c->heap) == 0) {
+            next = AIOL_LIST_NEXT(c, link);
             continue;
         }
         now = aiol_clock_get_ns(c);
-        while ((t = aiol__timer_heap_top(&c->heap)) != NULL &&
+        /* Callbacks may free c: it then stays linked until running is 0. */
+        c->running++;
+        while (!c->freed && (t = aiol__timer_heap_top(&c->heap)) != NULL &&
                t->expire <= now && t->seq < armed_before) {
             aiol__timer_heap_remove(&c->heap, t);
             loop->timers_armed--;
             loop->stats.timer_runs++;
             t->cb(t->opaque);
             progress = true;
+        }
+        /* Still linked, so its successor is current (or NULL). */
+        next = AIOL_LIST_NEXT(c, link);
+        if (--c->running == 0 && c->freed) {
+            clock_destroy(c);
         }
     }
     return progress;

@@ -20,6 +20,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
@@ -528,155 +530,265 @@ static void test_timer_custom_clock_blocking_poll(void **state)
     aiol_loop_free(loop);
 }
 
-/* --------------------------------------------------- heap stress */
+/* ------------------------------------------------ extreme deadlines */
 
-#define NSTRESS 10000
-#define SPAN ((int64_t)1000000)
-
-typedef struct mtimer {
-    aiol_timer *t;
-    int64_t deadline;    /* model: valid while armed */
-    uint64_t seq;        /* model: arming order, valid while armed */
-    bool armed;
-    int fires;
-} mtimer;
-
-static struct {
-    mtimer m[NSTRESS];
-    int64_t now;
-    uint64_t seq;
-    uint64_t rng;
-    int64_t last_deadline;
-    uint64_t last_seq;
-    bool any_fired;
-    long fires, arms, cancels, superseded;
-} S;
-
-static void m_arm(mtimer *m, int64_t when)
+/*
+ * With only timer @r armed, and not due: prepare() gives @none ? no
+ * deadline : one over an hour ahead, and aiol_loop_poll_deadline() to 2 ms
+ * ahead waits instead of spinning (a deadline that overflowed to a negative
+ * value made every wait return at once).
+ */
+static void assert_not_due(aiol_loop *loop, trec *r, bool none)
 {
-    assert_int_equal(aiol_timer_mod(m->t, when), 0);
-    if (m->armed) {
-        S.superseded++;
+    int64_t d = aiol_loop_prepare(loop);
+    int64_t deadline = aiol_clock_now_ns() + TU_MS(2);
+    int polls = 0;
+
+    assert_true(none ? d == AIOL_DEADLINE_NONE
+                     : d > deadline + HOUR && d < AIOL_DEADLINE_NONE);
+    assert_false(aiol_loop_check(loop));
+    while (aiol_clock_now_ns() < deadline) {
+        assert_false(aiol_loop_poll_deadline(loop, deadline));
+        assert_true(++polls <= 3);
     }
-    m->deadline = when;
-    m->seq = S.seq++;
-    m->armed = true;
-    S.arms++;
+    assert_true(aiol_timer_is_armed(r->t));
 }
 
-static void m_cancel(mtimer *m)
+/* With only @r armed and due: prepare() says 0 and it fires. */
+static void assert_due(aiol_loop *loop, trec *r)
 {
-    aiol_timer_cancel(m->t);
-    if (m->armed) {
-        S.cancels++;
-    }
-    m->armed = false;
+    int runs = r->runs;
+
+    assert_int_equal(aiol_loop_prepare(loop), 0);
+    assert_true(aiol_loop_check(loop));
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(r->runs, runs + 1);
 }
 
-/* A deadline strictly after the fake time: never due in the current run. */
-static int64_t m_future(void)
+static void test_timer_mono_extreme_deadlines(void **state)
 {
-    return S.now + 1 + (int64_t)(tu_rand(&S.rng) % 2000) * 500;
+    aiol_loop *loop = tu_loop_new();
+    static const int64_t past[] = { -1, -HOUR, INT64_MIN + 1, INT64_MIN };
+    trec r;
+
+    (void)state;
+    trec_init(&r, aiol_loop_clock(loop), 1, cb_count);
+    aiol_loop_poll(loop, false);              /* a start-up wakeup */
+    arm(&r, INT64_MAX);                       /* never: no deadline */
+    assert_not_due(loop, &r, true);
+    arm(&r, INT64_MAX - 1);
+    assert_not_due(loop, &r, false);
+    for (size_t i = 0; i < sizeof(past) / sizeof(past[0]); i++) {
+        arm(&r, past[i]);                     /* negative: in the past */
+        assert_int_equal(aiol_timer_expire_ns(r.t), past[i]);
+        assert_due(loop, &r);
+    }
+    aiol_timer_free(r.t);
+    aiol_loop_free(loop);
 }
 
-static void cb_stress(void *opaque)
+static void test_timer_custom_clock_extreme_deadlines(void **state)
 {
-    mtimer *m = opaque;
-    uint64_t x;
+    aiol_loop *loop = tu_loop_new();
+    static int64_t fake;
+    /* { clock's now, timer's deadline, 1: no deadline / 0: one / -1: due } */
+    static const int64_t cases[][3] = {
+        { 0, INT64_MAX, 1 },                  /* mono now + left overflows */
+        { 0, INT64_MAX - 1, 1 },
+        { 1000, INT64_MAX / 2 + 1000, 0 },    /* 146 years: a deadline */
+        { -((int64_t)1 << 62), (int64_t)1 << 62, 1 }, /* expire - now does */
+        { INT64_MIN, INT64_MAX, 1 },
+        { INT64_MIN, 0, 1 },
+        { (int64_t)1 << 62, INT64_MIN, -1 },  /* expire - now underflows */
+        { INT64_MAX, INT64_MIN, -1 },
+        { INT64_MAX, INT64_MAX, -1 },
+        { INT64_MIN, INT64_MIN, -1 },
+        { -HOUR, -HOUR - 1, -1 },
+    };
+    aiol_clock *fc;
+    tu_watchdog w;
+    int64_t d, mono;
+    trec r;
 
-    /* only armed, due timers fire, in (deadline, arming order) order */
-    assert_true(m->armed);
-    assert_true(m->deadline <= S.now);
-    assert_false(aiol_timer_is_armed(m->t));
-    if (S.any_fired) {
-        assert_true(m->deadline > S.last_deadline ||
-                    (m->deadline == S.last_deadline && m->seq > S.last_seq));
+    (void)state;
+    assert_int_equal(aiol_clock_new(loop, fake_now, &fake, &fc), 0);
+    trec_init(&r, fc, 1, cb_count);
+    aiol_loop_poll(loop, false);              /* a start-up wakeup */
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        fake = cases[i][0];
+        arm(&r, cases[i][1]);
+        if (cases[i][2] < 0) {
+            assert_due(loop, &r);
+        } else {
+            assert_not_due(loop, &r, cases[i][2] == 1);
+        }
     }
-    S.any_fired = true;
-    S.last_deadline = m->deadline;
-    S.last_seq = m->seq;
-    m->armed = false;
-    m->fires++;
-    S.fires++;
 
-    /* shake the heap from inside the run */
-    x = tu_rand(&S.rng) % 100;
-    if (S.now >= 2 * SPAN) {
-        return;          /* wind down: the test ends at 3 * SPAN */
-    }
-    if (x < 10) {
-        m_arm(m, m_future());
-    } else if (x < 15) {
-        m_cancel(&S.m[tu_rand(&S.rng) % NSTRESS]);
-    } else if (x < 20) {
-        m_arm(&S.m[tu_rand(&S.rng) % NSTRESS], m_future());
-    }
+    /* a clock at a negative time, with ordinary timers */
+    fake = -HOUR;
+    arm(&r, fake + HOUR / 2);
+    mono = aiol_clock_now_ns();
+    d = aiol_loop_prepare(loop);
+    assert_true(d >= mono + HOUR / 2 && d <= aiol_clock_now_ns() + HOUR / 2);
+    assert_false(aiol_loop_check(loop));
+    arm(&r, fake + TU_MS(1));
+    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    r.runs = 0;
+    assert_false(aiol_loop_poll(loop, true)); /* sleeps ~1 ms, not forever */
+    fake += TU_MS(1);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(r.runs, 1);
+    assert_int_equal(tu_watchdog_free(&w), 0);
+    aiol_timer_free(r.t);
+    aiol_clock_free(fc);
+    aiol_loop_free(loop);
 }
 
-static void stress_check_model(void)
-{
-    for (int i = 0; i < NSTRESS; i++) {
-        mtimer *m = &S.m[i];
+/* ------------------------------------- freeing clocks from callbacks */
 
-        assert_int_equal(aiol_timer_is_armed(m->t), m->armed);
-        assert_int_equal(aiol_timer_expire_ns(m->t),
-                         m->armed ? m->deadline : -1);
-        /* everything due has fired */
-        assert_true(!m->armed || m->deadline > S.now);
-    }
+typedef struct clock_rec {
+    trec *self;
+    aiol_clock *clock;     /* cb_free_clock: freed after... */
+    trec *timers[2];       /* ...these timers (its own among them) */
+    aiol_loop *loop;       /* cb_nest: polled from the callback */
+} clock_rec;
+
+static int64_t g_fake;
+
+/* trec_init() for a timer that calls @cb(@opaque) instead of cb(r). */
+static void trec_init_with(trec *r, aiol_clock *c, int id, aiol_handler_fn *cb,
+                           void *opaque)
+{
+    memset(r, 0, sizeof(*r));
+    r->clock = c;
+    r->id = id;
+    assert_int_equal(aiol_timer_new(c, cb, opaque, &r->t), 0);
 }
 
-static void test_timer_heap_stress(void **state)
+static void cb_free_clock(void *opaque)
+{
+    clock_rec *cr = opaque;
+
+    note(cr->self);
+    for (int i = 0; i < 2 && cr->timers[i] != NULL; i++) {
+        aiol_timer_free(cr->timers[i]->t);
+        cr->timers[i]->t = NULL;
+    }
+    aiol_clock_free(cr->clock);
+}
+
+static void test_timer_callback_frees_own_clock(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    aiol_clock *fnext, *fself;
+    clock_rec cr;
+    trec a, b, n, m;
+
+    (void)state;
+    /* clocks run newest first: fself's timers run before fnext's */
+    assert_int_equal(aiol_clock_new(loop, fake_now, &g_fake, &fnext), 0);
+    assert_int_equal(aiol_clock_new(loop, fake_now, &g_fake, &fself), 0);
+    trec_init_with(&a, fself, 'A', cb_free_clock, &cr);
+    trec_init(&b, fself, 'B', cb_count);
+    trec_init(&n, fnext, 'N', cb_count);
+    trec_init(&m, aiol_loop_clock(loop), 'M', cb_count);
+    cr = (clock_rec){ .self = &a, .clock = fself, .timers = { &a, &b } };
+    arm(&a, -10);
+    arm(&b, -5);            /* due in the same run, freed before it runs */
+    arm(&n, 0);
+    arm(&m, PAST(0));
+    /* the run goes on with the other clocks, never reading fself again */
+    assert_true(aiol_loop_poll(loop, false));
+    assert_order((const int[]){ 'A', 'N', 'M' }, 3);
+    assert_false(aiol_loop_poll(loop, false));
+
+    /* or it frees another, idle clock: the one that runs next */
+    g_norder = 0;
+    assert_int_equal(aiol_clock_new(loop, fake_now, &g_fake, &fself), 0);
+    trec_init_with(&a, fself, 'A', cb_free_clock, &cr);
+    cr = (clock_rec){ .self = &a, .clock = fnext, .timers = { &n } };
+    arm(&a, 0);
+    arm(&n, 0);
+    arm(&m, PAST(0));
+    assert_true(aiol_loop_poll(loop, false));
+    assert_order((const int[]){ 'A', 'M' }, 2);
+    aiol_timer_free(a.t);
+    aiol_timer_free(m.t);
+    aiol_clock_free(fself);
+    aiol_loop_free(loop);   /* aborts if a clock or timer was left behind */
+}
+
+static void cb_nest(void *opaque)
+{
+    clock_rec *cr = opaque;
+
+    note(cr->self);
+    aiol_loop_poll(cr->loop, false);
+}
+
+static void test_timer_nested_poll_frees_running_clock(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    clock_rec outer, inner;
+    aiol_clock *fc;
+    trec t1, t2, m;
+
+    (void)state;
+    assert_int_equal(aiol_clock_new(loop, fake_now, &g_fake, &fc), 0);
+    trec_init_with(&t1, fc, 1, cb_nest, &outer);
+    trec_init_with(&t2, fc, 2, cb_free_clock, &inner);
+    trec_init(&m, aiol_loop_clock(loop), 'M', cb_count);
+    outer = (clock_rec){ .self = &t1, .loop = loop };
+    inner = (clock_rec){ .self = &t2, .clock = fc, .timers = { &t2, &t1 } };
+    /*
+     * t1's callback polls; that nested run fires t2, which frees t2, t1
+     * (its callback still running) and their clock, then goes on to the
+     * monotonic clock.  Neither run reads fc afterwards.
+     */
+    arm(&t1, -2);
+    arm(&t2, -1);
+    arm(&m, PAST(0));
+    assert_true(aiol_loop_poll(loop, false));
+    assert_order((const int[]){ 1, 2, 'M' }, 3);
+    assert_false(aiol_loop_poll(loop, false));
+    aiol_timer_free(m.t);
+    aiol_loop_free(loop);
+}
+
+static void cb_free_clock_twice(void *opaque)
+{
+    cb_free_clock(opaque);
+    aiol_clock_free(((clock_rec *)opaque)->clock); /* must abort */
+}
+
+static void free_clock_twice(void *arg)
 {
     aiol_loop *loop = tu_loop_new();
     aiol_clock *fc;
-    int step = 0;
+    clock_rec cr;
+    trec a;
+
+    (void)arg;
+    if (aiol_clock_new(loop, fake_now, &g_fake, &fc) != 0) {
+        _exit(3);
+    }
+    trec_init_with(&a, fc, 1, cb_free_clock_twice, &cr);
+    cr = (clock_rec){ .self = &a, .clock = fc, .timers = { &a } };
+    arm(&a, 0);
+    aiol_loop_poll(loop, false);
+    _exit(4);
+}
+
+static void test_timer_clock_freed_twice_in_callback_aborts(void **state)
+{
+    char err[4096];
+    int status = tu_run_child(free_clock_twice, NULL, err, sizeof(err));
 
     (void)state;
-    memset(&S, 0, sizeof(S));
-    S.rng = 0x9E3779B97F4A7C15ULL;
-    assert_int_equal(aiol_clock_new(loop, fake_now, &S.now, &fc), 0);
-    for (int i = 0; i < NSTRESS; i++) {
-        assert_int_equal(aiol_timer_new(fc, cb_stress, &S.m[i], &S.m[i].t),
-                         0);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == TU_EXIT_SKIP) {
+        skip();
     }
-    /* 2000 distinct deadlines for 10000 timers: many ties */
-    for (int i = 0; i < NSTRESS; i++) {
-        m_arm(&S.m[tu_rand(&S.rng) % NSTRESS], m_future());
-    }
-    for (int i = 0; i < NSTRESS / 10; i++) {
-        m_cancel(&S.m[tu_rand(&S.rng) % NSTRESS]);
-    }
-    while (S.now <= 3 * SPAN) {
-        /* between runs: more cancels and re-arms into the future */
-        for (int k = 0; k < 20; k++) {
-            mtimer *m = &S.m[tu_rand(&S.rng) % NSTRESS];
-
-            if (tu_rand(&S.rng) % 3 == 0) {
-                m_cancel(m);
-            } else if (S.now < 2 * SPAN) {
-                m_arm(m, m_future());
-            }
-        }
-        S.now += (int64_t)(tu_rand(&S.rng) % 20000);
-        aiol_loop_poll(loop, false);
-        if (++step % 64 == 0) {
-            stress_check_model();
-        }
-    }
-    stress_check_model();
-    for (int i = 0; i < NSTRESS; i++) {
-        assert_false(S.m[i].armed);
-    }
-    /* every arming either fired once or was cancelled/re-armed over */
-    assert_true(S.fires > NSTRESS / 2);
-    assert_int_equal(S.fires + S.cancels + S.superseded, S.arms);
-    assert_int_equal(tu_stats(loop).timer_runs, (uint64_t)S.fires);
-    for (int i = 0; i < NSTRESS; i++) {
-        aiol_timer_free(S.m[i].t);
-    }
-    aiol_clock_free(fc);
-    aiol_loop_free(loop);
+    assert_true(tu_aborted_with(status, err, "clock freed twice"));
 }
 
 #define T(f) cmocka_unit_test_setup(f, reset)
@@ -695,7 +807,11 @@ int main(void)
         T(test_timer_blocking_poll_fires),
         T(test_timer_ns_precision),
         T(test_timer_custom_clock_blocking_poll),
-        T(test_timer_heap_stress),
+        T(test_timer_mono_extreme_deadlines),
+        T(test_timer_custom_clock_extreme_deadlines),
+        T(test_timer_callback_frees_own_clock),
+        T(test_timer_nested_poll_frees_running_clock),
+        T(test_timer_clock_freed_twice_in_callback_aborts),
     };
     char name[64];
 
