@@ -174,16 +174,28 @@ static void always_drop(epoll_state *s, int fd)
                           memory_order_relaxed);
 }
 
-/* Under loop->lock.  Puts @fd on the dirty list.  0 or -ENOMEM. */
-static int mark_dirty(epoll_state *s, int fd)
+/*
+ * Under loop->lock.  Makes room for @fd in the per-fd array and, since an
+ * fd is on the dirty and the always-ready list at most once, room on both
+ * lists for every fd number the array covers: pushing onto them later,
+ * where a failure could not be reported (a flush, a wait), never
+ * allocates.  0 or -ENOMEM, the registrations unchanged.
+ */
+static int reserve_fd(epoll_state *s, int fd)
+{
+    return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), fd,
+                            &s->dirty, &s->dirty_cap, &s->always,
+                            &s->always_cap);
+}
+
+/* Under loop->lock.  Puts @fd on the dirty list (room: reserve_fd()). */
+static void mark_dirty(epoll_state *s, int fd)
 {
     int ret = aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
                                  &s->fds[fd].dirty, fd);
 
-    if (ret == 0) {
-        atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
-    }
-    return ret;
+    aiol__check(ret == 0, "dirty list full despite reserve_fd()");
+    atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
 }
 
 /* Under loop->lock.  Records the change; a removal reaches the kernel now. */
@@ -199,7 +211,7 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     if (oev == nev) {
         return 0; /* unchanged re-arm: nothing for the kernel */
     }
-    ret = aiol__reserve(&s->fds, &s->nfds, (size_t)fd + 1, sizeof(*s->fds));
+    ret = reserve_fd(s, fd);
     if (ret < 0) {
         return ret;
     }
@@ -215,7 +227,8 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
         }
         return 0; /* a dirty entry left behind finds nothing to do */
     }
-    return mark_dirty(s, fd);
+    mark_dirty(s, fd);
+    return 0;
 }
 
 /* Under loop->lock.  Brings @fd's registration in line with its handler. */
@@ -237,10 +250,12 @@ static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
     ret = aiol__epoll_change(loop, s->epfd, fd, st->kernel, want);
     if (ret == 0) {
         st->kernel = (uint8_t)want;
-    } else if (ret == -EPERM &&
-               aiol__fd_list_push(&s->always, &s->nalways, &s->always_cap,
-                                  fd) == 0) {
-        st->always = (uint8_t)want; /* no poll method: always ready */
+    } else if (ret == -EPERM) {
+        /* No poll method: always ready.  (Room: reserve_fd().) */
+        aiol__check(aiol__fd_list_push(&s->always, &s->nalways,
+                                       &s->always_cap, fd) == 0,
+                    "always-ready list full despite reserve_fd()");
+        st->always = (uint8_t)want;
         atomic_store_explicit(&s->has_always, true, memory_order_relaxed);
     } else if (ret == -EBADF) {
         loop->stats.bad_fds++; /* closed before it reached the kernel */
@@ -288,8 +303,7 @@ static bool epoll_host_direct(aiol_loop *loop, bool direct)
         }
         (void)aiol__epoll_change(loop, s->epfd, node->fd, st->kernel, 0);
         st->kernel = 0;
-        /* (on -ENOMEM the fd stays out of the set until it changes) */
-        (void)mark_dirty(s, node->fd);
+        mark_dirty(s, node->fd);
     }
     return true;
 }

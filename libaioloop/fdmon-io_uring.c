@@ -119,6 +119,9 @@ typedef struct uring_state {
     /* Requests; polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;          /* submitted, callback not yet run */
+    bool closing;               /* aiol_loop_free() began: no submissions */
+    bool host_bound;            /* get_fd() gave a host the bound ring's fd
+                                   (requests pinned it): keep it bound */
     uring_done *done;           /* completions to dispatch, done[head..n) */
     size_t done_head, ndone, done_cap;
 } uring_state;
@@ -178,6 +181,19 @@ static int uring_init(aiol_loop *loop)
     return 0;
 }
 
+/* Frees the monitor's memory (the ring is gone already). */
+static void state_free(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+
+    free(s->done);
+    free(s->fds);
+    free(s->dirty);
+    free(s->fired);
+    free(s);
+    loop->mon_state = NULL;
+}
+
 static void uring_fini(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
@@ -187,19 +203,29 @@ static void uring_fini(aiol_loop *loop)
     }
     /* Closing the ring cancels every request still in flight. */
     io_uring_queue_exit(&s->ring);
-    free(s->done);
-    free(s->fds);
-    free(s->dirty);
-    free(s->fired);
-    free(s);
-    loop->mon_state = NULL;
+    state_free(loop);
 }
 
-/* Under loop->lock.  Puts @fd on the dirty list.  0 or -ENOMEM. */
-static int mark_dirty(uring_state *s, int fd)
+/*
+ * Under loop->lock.  Makes room for @fd in the per-fd array and, since an
+ * fd is on the dirty and the fired list at most once, room on both lists
+ * for every fd number the array covers: a completion's re-arm (reap) and
+ * a cancel (direct embedding, a rebuilt ring) then never allocate, so they
+ * cannot lose an fd, the notifier's above all.  0 or -ENOMEM.
+ */
+static int reserve_fd(uring_state *s, int fd)
 {
-    return aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
-                              &s->fds[fd].dirty, fd);
+    return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), fd,
+                            &s->dirty, &s->dirty_cap, &s->fired,
+                            &s->fired_cap);
+}
+
+/* Under loop->lock.  Puts @fd on the dirty list (room: reserve_fd()). */
+static void mark_dirty(uring_state *s, int fd)
+{
+    aiol__check(aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
+                                   &s->fds[fd].dirty, fd) == 0,
+                "dirty list full despite reserve_fd()");
 }
 
 /* Under loop->lock.  Only records the change; wait() applies it. */
@@ -214,11 +240,15 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     if (oev == nev) {
         return 0; /* unchanged re-arm */
     }
-    ret = aiol__reserve(&s->fds, &s->nfds, (size_t)fd + 1, sizeof(*s->fds));
-    if (ret == 0 && nev == 0) {
+    ret = reserve_fd(s, fd);
+    if (ret < 0) {
+        return ret;
+    }
+    if (nev == 0) {
         s->fds[fd].dropped = true;
     }
-    return ret < 0 ? ret : mark_dirty(s, fd);
+    mark_dirty(s, fd);
+    return 0;
 }
 
 static struct io_uring_sqe *get_sqe(uring_state *s)
@@ -311,29 +341,44 @@ static bool uring_host_direct(aiol_loop *loop, bool direct)
         st->gen++;
         st->armed = 0;
         loop->stats.monitor_ctls++;
-        (void)mark_dirty(s, node->fd); /* (ENOMEM: out until it changes) */
+        mark_dirty(s, node->fd);
     }
     return true;
 }
 
-/* Queues a request's completion for dispatch; the last one ends it. */
-static void queue_done(uring_state *s, aiol_uring_req *req, int res,
+/*
+ * Queues a request's completion for dispatch; the last one ends it.
+ * Room: submit reserves one entry per pending request and entries already
+ * dispatched are reclaimed here, so a request's final completion always
+ * fits.  Only a multishot request's extra ones may need the array to grow;
+ * if that fails, returns false and the CQE stays in the ring until a
+ * dispatch has made room.
+ */
+static bool queue_done(uring_state *s, aiol_uring_req *req, int res,
                        uint32_t flags)
 {
+    if (s->ndone == s->done_cap && s->done_head > 0) {
+        /* (uring_dispatch() indexes through done_head: safe to move) */
+        memmove(s->done, s->done + s->done_head,
+                (s->ndone - s->done_head) * sizeof(*s->done));
+        s->ndone -= s->done_head;
+        s->done_head = 0;
+    }
+    if (aiol__reserve(&s->done, &s->done_cap, s->ndone + 1,
+                      sizeof(*s->done)) < 0) {
+        return false;
+    }
     if (!(flags & IORING_CQE_F_MORE)) {
         AIOL_LIST_REMOVE(req, link);
     }
-    /*
-     * Growing can only fail with ENOMEM; the completion would be lost and
-     * its owner would wait forever, so that is fatal.
-     */
-    aiol__check(aiol__reserve(&s->done, &s->done_cap, s->ndone + 1,
-                              sizeof(*s->done)) == 0,
-                "out of memory queueing an io_uring completion");
     s->done[s->ndone++] = (uring_done){ req, res, flags };
+    return true;
 }
 
-/* Under loop->lock.  Handles one completion; returns 1 if it queued a handler. */
+/*
+ * Under loop->lock.  Handles one completion; returns 1 if it queued a
+ * handler, -1 if it must stay in the ring for now (queue_done()).
+ */
 static int reap_one(aiol_loop *loop, uring_state *s,
                     const struct io_uring_cqe *cqe, aiol__ready_list *ready)
 {
@@ -344,8 +389,8 @@ static int reap_one(aiol_loop *loop, uring_state *s,
     uring_fd *st;
 
     if ((ud & 3) == TAG_SQE) {
-        queue_done(s, (aiol_uring_req *)(uintptr_t)ud, res, cqe->flags);
-        return 0;
+        return queue_done(s, (aiol_uring_req *)(uintptr_t)ud, res, cqe->flags)
+                   ? 0 : -1;
     }
     if ((ud & 3) != TAG_POLL || (size_t)fd >= s->nfds) {
         return 0;
@@ -363,9 +408,10 @@ static int reap_one(aiol_loop *loop, uring_state *s,
         loop->stats.bad_fds += res == -EBADF;
         return 0;
     }
-    /* re-armed by the next flush */
-    (void)aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap, &st->fired,
-                             fd);
+    /* re-armed by the next flush (room: reserve_fd()) */
+    aiol__check(aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap,
+                                   &st->fired, fd) == 0,
+                "fired list full despite reserve_fd()");
     if (res < 0) {
         /*
          * -ECANCELED of the current generation: not our cancel (those bump
@@ -391,25 +437,37 @@ static int reap(aiol_loop *loop, uring_state *s, aiol__ready_list *ready)
     int queued = 0;
 
     io_uring_for_each_cqe(&s->ring, head, cqe) {
-        queued += reap_one(loop, s, cqe, ready);
+        int got = reap_one(loop, s, cqe, ready);
+
+        if (got < 0) {
+            break; /* no room to queue it: left for the next reap */
+        }
+        queued += got;
         seen++;
     }
     io_uring_cq_advance(&s->ring, seen);
     return seen ? queued : -1;
 }
 
-/* Handlers' polls and the bound ring stay behind: re-arm all on a new,
- * shared ring.  Polling thread. */
-static void ring_rebuild_shared(aiol_loop *loop, uring_state *s)
+/*
+ * Handlers' polls and the bound ring stay behind: re-arm all on a new,
+ * shared ring.  Polling thread.  0; -EBUSY while requests are in flight
+ * (they cannot move between rings); or the error creating the ring
+ * (-EMFILE, -ENOMEM).  On error the bound ring stays as it was.
+ */
+static int ring_rebuild_shared(aiol_loop *loop, uring_state *s)
 {
     struct io_uring fresh;
+    int ret;
 
-    aiol__check(s->npending == 0,
-                "io_uring requests are in flight on a ring bound to another "
-                "thread: complete them there before another thread polls, "
-                "frees or embeds the loop");
-    aiol__check(ring_create(s, &fresh, true) == 0,
-                "cannot create a shared io_uring ring for a new thread");
+    if (s->npending != 0) {
+        return -EBUSY;
+    }
+    ret = ring_create(s, &fresh, true);
+    if (ret < 0) {
+        s->shared = false; /* (ring_create() set it for the fresh ring) */
+        return ret;
+    }
     io_uring_queue_exit(&s->ring); /* cancels the old ring's polls */
     s->ring = fresh;
     pthread_mutex_lock(&loop->lock);
@@ -419,10 +477,11 @@ static void ring_rebuild_shared(aiol_loop *loop, uring_state *s)
         if (st->armed != 0) {
             st->armed = 0;
             st->gen++;
-            (void)mark_dirty(s, (int)fd);
+            mark_dirty(s, (int)fd);
         }
     }
     pthread_mutex_unlock(&loop->lock);
+    return 0;
 }
 
 /*
@@ -438,7 +497,15 @@ static void ring_bind(aiol_loop *loop, uring_state *s)
         return;
     }
     if (s->bound) {
-        ring_rebuild_shared(loop, s);
+        int ret = ring_rebuild_shared(loop, s);
+
+        aiol__check(ret != -EBUSY,
+                    "io_uring requests are in flight on a ring bound to "
+                    "another thread: complete them there before another "
+                    "thread polls or frees the loop");
+        aiol__check(ret == 0,
+                    "cannot create a shared io_uring ring for a new thread "
+                    "(out of fds or memory)");
         return;
     }
     /* io_uring_enable_rings() is declared but not exported by liburing 2.3. */
@@ -551,10 +618,16 @@ int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
                        aiol_cqe_fn *done, void *opaque, aiol_uring_req **out)
 {
     uring_state *s = loop->mon_state;
-    aiol_uring_req *req = malloc(sizeof(*req));
+    aiol_uring_req *req;
     struct io_uring_sqe *sqe;
 
-    if (req == NULL) {
+    if (s->closing) {
+        return -ESHUTDOWN; /* from a callback that aiol_loop_free() runs */
+    }
+    /* Room for its completion now: queue_done() cannot report ENOMEM. */
+    if (aiol__reserve(&s->done, &s->done_cap, (size_t)s->npending + 1,
+                      sizeof(*s->done)) < 0 ||
+        (req = malloc(sizeof(*req))) == NULL) {
         return -ENOMEM;
     }
     ring_bind(loop, s); /* get_sqe() may have to submit */
@@ -594,13 +667,16 @@ unsigned aiol__uring_pending(aiol_loop *loop)
 /*
  * Loop teardown, before anything else goes: cancels every request in
  * flight, waits until the kernel is done with each, and runs their
- * callbacks, so no buffer is written after the loop is gone.
+ * callbacks, so no buffer is written after the loop is gone.  From then
+ * on submissions fail (-ESHUTDOWN), so a callback that resubmits cannot
+ * leave a request that never completes.
  */
 static void uring_quiesce(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
     aiol_uring_req *req;
 
+    s->closing = true;
     if (s->npending == 0) {
         return;
     }
@@ -608,12 +684,15 @@ static void uring_quiesce(aiol_loop *loop)
     AIOL_LIST_FOREACH(req, &s->inflight, link) {
         aiol__uring_cancel(req);
     }
-    while (!AIOL_LIST_EMPTY(&s->inflight)) {
+    while (s->npending != 0) {
         aiol__ready_list unused = AIOL_LIST_HEAD_INITIALIZER;
-        int ret = io_uring_submit_and_wait(&s->ring, 1);
 
-        if (ret < 0 && ret != -EINTR && ret != -EBUSY && ret != -EAGAIN) {
-            break; /* the ring is unusable: closing it cancels the rest */
+        if (!AIOL_LIST_EMPTY(&s->inflight)) {
+            int ret = io_uring_submit_and_wait(&s->ring, 1);
+
+            if (ret < 0 && ret != -EINTR && ret != -EBUSY && ret != -EAGAIN) {
+                break; /* the ring is unusable: closing it cancels the rest */
+            }
         }
         pthread_mutex_lock(&loop->lock);
         (void)reap(loop, s, &unused);
@@ -622,8 +701,8 @@ static void uring_quiesce(aiol_loop *loop)
             aiol__handler *node = AIOL_LIST_FIRST(&unused);
             AIOL_LIST_REMOVE(node, node_ready);
         }
+        uring_dispatch(loop); /* (each round: frees room in s->done) */
     }
-    uring_dispatch(loop);
 }
 
 int aiol__uring_flush(aiol_loop *loop)
@@ -659,9 +738,10 @@ static bool uring_pending(aiol_loop *loop)
 }
 
 /*
- * A host loop sleeps in poll(2) on the ring fd, but a bound ring posts
- * completions only when its owner asks for events, so nothing would wake
- * the host.  Embedding therefore switches the loop to a shared ring.
+ * A host loop sleeps in poll(2) on the ring fd and dispatches from
+ * whichever thread runs it, while a bound ring takes submissions and posts
+ * completions only for its owner.  Embedding therefore switches the loop
+ * to a shared ring, unless requests in flight pin it (see below).
  */
 static int uring_get_fd(aiol_loop *loop)
 {
@@ -672,8 +752,20 @@ static int uring_get_fd(aiol_loop *loop)
     rearm = s->direct || !s->shared;
     (void)uring_host_direct(loop, false);
     pthread_mutex_unlock(&loop->lock);
-    if (!s->shared) {
-        ring_rebuild_shared(loop, s);
+    if (!s->shared && !(s->host_bound && s->owner == aiol__thread_id())) {
+        int ret = ring_rebuild_shared(loop, s);
+
+        if (ret == -EBUSY && s->bound && s->owner == aiol__thread_id()) {
+            /*
+             * Requests in flight pin the ring to us.  Keep it, for good
+             * (the host holds its fd): a bound ring's fd polls readable
+             * once completion work is pending for its owner, and our
+             * dispatch posts it (test_uring checks the kernel does).
+             */
+            s->host_bound = true;
+        } else if (ret < 0) {
+            return ret; /* -EBUSY from another thread; -EMFILE, -ENOMEM */
+        }
     }
     if (rearm) {
         /*

@@ -34,8 +34,16 @@
 typedef struct poll_state {
     struct pollfd *pfds; /* lock */
     size_t n, cap;       /* lock */
-    struct pollfd *copy; /* polling thread */
-    size_t copy_cap;     /* polling thread */
+    /*
+     * The wait sleeps on copy, without the lock, so only the polling
+     * thread may replace it, and the wait must not allocate (it could not
+     * report ENOMEM).  So update() keeps spare, an unused array, big
+     * enough for cap whenever copy is not, and the wait swaps it in.
+     */
+    struct pollfd *copy; /* polling thread; replaced under lock */
+    size_t copy_cap;     /* polling thread; written under lock */
+    struct pollfd *spare; /* lock */
+    size_t spare_cap;     /* lock */
     int embed_epfd;      /* epoll mirror for a host loop, or -1; lock */
     bool direct;         /* the host polls the fds: mirror kept empty; lock */
 } poll_state;
@@ -61,16 +69,44 @@ static void poll_fini(aiol_loop *loop)
     }
     free(s->pfds);
     free(s->copy);
+    free(s->spare);
     free(s);
     loop->mon_state = NULL;
 }
 
+/*
+ * Under loop->lock.  Room for one more entry, in the array and for the
+ * wait's copy of it (see poll_state.spare).  0 or -ENOMEM.
+ */
+static int reserve_slot(poll_state *s)
+{
+    int ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
+
+    if (ret == 0 && s->copy_cap < s->cap) {
+        ret = aiol__reserve(&s->spare, &s->spare_cap, s->cap,
+                            sizeof(*s->spare));
+    }
+    return ret;
+}
+
+/*
+ * Under loop->lock.  Everything that can fail comes first (room, then the
+ * mirror's epoll_ctl), so a failure leaves no trace, in particular no
+ * mirror entry that would make the next set of this fd fail with EEXIST.
+ */
 static int poll_update(aiol_loop *loop, aiol__handler *old,
                        aiol__handler *new_)
 {
     poll_state *s = loop->mon_state;
     long slot = old ? old->mon_slot : -1;
 
+    if (new_ != NULL && new_->events != 0 && slot < 0) {
+        int ret = reserve_slot(s);
+
+        if (ret < 0) {
+            return ret;
+        }
+    }
     if (s->embed_epfd >= 0 && !s->direct) {
         int ret = aiol__epoll_change(loop, s->embed_epfd,
                                      old ? old->fd : new_->fd,
@@ -87,11 +123,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
 
     if (new_ != NULL && new_->events != 0) {
         if (slot < 0) {
-            int ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
-            if (ret < 0) {
-                return ret;
-            }
-            slot = (long)s->n++;
+            slot = (long)s->n++; /* room: reserve_slot() */
         }
         s->pfds[slot].fd = new_->fd;
         s->pfds[slot].events = (short)aiol__events_to_poll(new_->events);
@@ -124,14 +156,19 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     loop->stats.monitor_waits++;
     pthread_mutex_lock(&loop->lock);
     n = s->n;
-    ret = aiol__reserve(&s->copy, &s->copy_cap, n, sizeof(*s->copy));
-    if (ret == 0 && n > 0) {
+    if (s->copy_cap < n) {
+        /* reserve_slot() made spare big enough for s->cap >= n */
+        aiol__check(s->spare_cap >= n, "no spare copy for the wait");
+        free(s->copy);
+        s->copy = s->spare;
+        s->copy_cap = s->spare_cap;
+        s->spare = NULL;
+        s->spare_cap = 0;
+    }
+    if (n > 0) {
         memcpy(s->copy, s->pfds, n * sizeof(*s->copy));
     }
     pthread_mutex_unlock(&loop->lock);
-    if (ret < 0) {
-        return ret;
-    }
 
     do {
         if (deadline_ns == 0 || deadline_ns == AIOL_DEADLINE_NONE) {

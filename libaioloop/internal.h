@@ -75,6 +75,18 @@ static inline int aiol__reserve(void *arrp, size_t *cap, size_t want,
     return want <= *cap ? 0 : aiol__reserve_grow(arrp, cap, want, esize);
 }
 
+/*
+ * Grows a monitor's fd-indexed array *@arrp (*@cap entries of @esize
+ * bytes) to hold @fd, then its two fd lists *@l1 and *@l2 (capacities
+ * *@c1, *@c2) to hold every fd number the array covers.  For lists that
+ * hold each fd at most once (aiol__fd_list_mark()), a push then never
+ * fails, so the monitor can list fds where it could not report ENOMEM (a
+ * wait, a completion).  0 or -ENOMEM (arrays may have grown; no entry
+ * changed).
+ */
+int aiol__fd_reserve(void *arrp, size_t *cap, size_t esize, int fd, int **l1,
+                     size_t *c1, int **l2, size_t *c2);
+
 /* Appends @fd to the list *@v of *@n fds (capacity *@cap).  0 or -ENOMEM. */
 int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd);
 

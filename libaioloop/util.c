@@ -43,6 +43,20 @@ int aiol__reserve_grow(void *arrp, size_t *cap, size_t want, size_t esize)
     return 0;
 }
 
+int aiol__fd_reserve(void *arrp, size_t *cap, size_t esize, int fd, int **l1,
+                     size_t *c1, int **l2, size_t *c2)
+{
+    int ret = aiol__reserve(arrp, cap, (size_t)fd + 1, esize);
+
+    if (ret == 0) {
+        ret = aiol__reserve(l1, c1, *cap, sizeof(**l1));
+    }
+    if (ret == 0) {
+        ret = aiol__reserve(l2, c2, *cap, sizeof(**l2));
+    }
+    return ret;
+}
+
 int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd)
 {
     int ret = aiol__reserve(v, cap, *n + 1, sizeof(**v));

@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <liburing.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -625,6 +626,84 @@ static void test_embed_direct_and_requests(void **state)
     close(p[1]);
 }
 
+/*
+ * Requests in flight pin a ring to its thread, yet the documented fallback
+ * after embed_fds() says -EBUSY is the loop fd: on the owner thread
+ * aiol_loop_get_fd() keeps the bound ring and its fd wakes the host for
+ * the request's completion (it used to abort).
+ */
+static void test_get_fd_with_requests_in_flight(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    struct pollfd fds[4];
+    char buf[8];
+    int p[2], lfd;
+    treq rd;
+
+    (void)state;
+    tu_pipe(p);
+    treq_init(&rd, loop, OP_READ, p[0], buf, sizeof(buf), 0);
+    submit(&rd);
+    assert_false(aiol_loop_poll(loop, false)); /* in the kernel now */
+    aiol_loop_prepare(loop);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 4), -EBUSY);
+    lfd = aiol_loop_get_fd(loop);
+    assert_true(lfd >= 0);
+    fds[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
+    assert_int_equal(poll(fds, 1, 0), 0);      /* nothing yet */
+    assert_int_equal(write(p[1], "x", 1), 1);
+    assert_int_equal(poll(fds, 1, 5000), 1);
+    aiol_loop_check(loop);
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(rd.ndone, 1);
+    assert_int_equal(rd.res, 1);
+    /* the host keeps its fd: the ring stays the same */
+    assert_int_equal(aiol_loop_get_fd(loop), lfd);
+    aiol_loop_free(loop);
+    close(p[0]);
+    close(p[1]);
+}
+
+typedef struct resub {
+    aiol_loop *loop;
+    int ndone, resubmit_ret;
+} resub;
+
+static void nop_prep(struct io_uring_sqe *sqe, void *opaque)
+{
+    (void)opaque;
+    io_uring_prep_nop(sqe);
+}
+
+/* Resubmits itself once, from whatever poll (or free) ran it. */
+static void resub_done(void *opaque, int res, uint32_t flags)
+{
+    resub *r = opaque;
+
+    (void)res;
+    (void)flags;
+    if (r->ndone++ == 0) {
+        r->resubmit_ret = aiol_uring_submit(r->loop, nop_prep, resub_done, r,
+                                            NULL);
+    }
+}
+
+/*
+ * A completion callback that aiol_loop_free() runs and that submits again
+ * is refused (-ESHUTDOWN) instead of being accepted and never completing.
+ */
+static void test_resubmit_during_free(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    resub r = { .loop = loop };
+
+    (void)state;
+    assert_int_equal(aiol_uring_submit(loop, nop_prep, resub_done, &r, NULL), 0);
+    aiol_loop_free(loop);
+    assert_int_equal(r.ndone, 1);
+    assert_int_equal(r.resubmit_ret, -ESHUTDOWN);
+}
+
 #define T(f) cmocka_unit_test_setup(f, treq_setup)
 
 int main(void)
@@ -640,6 +719,8 @@ int main(void)
         T(test_remove_in_flight_repeated),
         T(test_level_triggered),
         T(test_embed_direct_and_requests),
+        T(test_get_fd_with_requests_in_flight),
+        T(test_resubmit_during_free),
     };
     return TREQ_RUN_GROUP("uring", tests);
 }

@@ -36,11 +36,15 @@ extern "C" {
  * The fd a host loop polls for input on the loop's behalf: readable while
  * some handler's fd is ready or a notify is pending.
  * epoll: the epoll fd; io_uring: the ring fd (a ring bound to one thread
- * is made shared first, see aioloop/uring.h); poll: an epoll instance that
- * mirrors the watched fds, made on the first call.  Call it again when
- * going back to the loop fd after direct embedding (below).
- * @return the fd (owned by the loop), or a negative errno if the mirror
- *         cannot be made.
+ * is made shared first, which needs a new ring: see aioloop/uring.h for
+ * requests in flight); poll: an epoll instance that mirrors the watched
+ * fds, made on the first call.  Call it again when going back to the loop
+ * fd after direct embedding (below).
+ * @return the fd (owned by the loop), or a negative errno when the mirror
+ *         or the shared ring cannot be made (-EMFILE, -ENOMEM; the loop
+ *         keeps working as before, so a later call may succeed) or, on
+ *         io_uring, -EBUSY when requests are in flight on a ring bound to
+ *         another thread.
  */
 int aiol_loop_get_fd(aiol_loop *loop);
 

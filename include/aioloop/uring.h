@@ -21,10 +21,11 @@
  *
  * Threads: these calls belong to the loop's polling thread.  The ring is
  * bound to the first thread that polls the loop; requests must complete
- * there.  Another thread may poll, free or embed (aiol_loop_get_fd()) the
- * loop only once no request is in flight (the ring then moves to a shared
- * mode); otherwise the loop aborts with a message.  An iothread finishes
- * its requests on its own thread when it stops.
+ * there.  Another thread may poll or free the loop only once no request
+ * is in flight (the ring then moves to a shared mode); otherwise the loop
+ * aborts with a message.  aiol_loop_get_fd() with requests in flight keeps
+ * the ring bound when called on its thread, and returns -EBUSY on another.
+ * An iothread finishes its requests on its own thread when it stops.
  */
 #ifndef AIOLOOP_URING_H
 #define AIOLOOP_URING_H
@@ -57,8 +58,13 @@ typedef void aiol_cqe_fn(void *opaque, int res, uint32_t flags);
  * loop's next wait (or by aiol_uring_flush()); @p done runs exactly once,
  * from a later poll.
  *
+ * Room for the completion is reserved here, so a request, once accepted,
+ * completes even when memory runs out later.
+ *
  * @param out  receives a handle for aiol_uring_cancel(); may be NULL
- * @return 0, -ENOTSUP when the loop does not run on io_uring, -ENOMEM.
+ * @return 0, -ENOTSUP when the loop does not run on io_uring, -ENOMEM
+ *         (nothing queued), -ESHUTDOWN from a completion callback that
+ *         aiol_loop_free() runs (the loop is going away).
  */
 int aiol_uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
                       aiol_cqe_fn *done, void *opaque, aiol_uring_req **out);

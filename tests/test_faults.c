@@ -1,0 +1,514 @@
+/*
+ * test_faults.c - allocation-failure sweeps and syscall faults (fault.h).
+ *
+ * The sweep runs one representative workload (a loop with 80 pipe
+ * handlers, a regular file, bottom halves, a one-shot, timers, a phase,
+ * io_uring requests on io_uring; once plain and once embedded) again and
+ * again, failing its 1st allocation, then its 2nd, and so on until a run
+ * makes fewer allocations than the armed number.  In every run:
+ *
+ *   - a call that fails returns -ENOMEM, and retrying it then succeeds
+ *     (a failed call left nothing behind that makes the retry fail);
+ *   - a failure a call absorbs (best-effort growth) must have no visible
+ *     effect;
+ *   - afterwards every ready handler is dispatched exactly once per
+ *     readiness, every bottom half, timer and request runs exactly once,
+ *     removed handlers never run, and the loop frees cleanly:
+ *     LeakSanitizer (the ASan build of make check) reports any leak.
+ *
+ * The syscall cases fail the kernel objects a loop needs at creation
+ * (EMFILE, ENOMEM) and check the error and that nothing leaked.
+ * Once per backend ($AIOLOOP_BACKEND).
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#ifdef AIOL_HAVE_IO_URING
+#include <liburing.h>
+#endif
+
+#include "aioloop/aioloop.h"
+#include "fault.h"
+#include "testutil.h"
+
+#define NPIPES 80  /* fds past 64 and 128: every fd-indexed array grows */
+#define NTIMERS 70 /* the timer heap grows too */
+#define NREQS 70   /* io_uring: more requests than one array step */
+
+typedef struct work {
+    aiol_loop *loop;
+    bool embed;
+    int pipes[NPIPES][2];
+    int pipe_calls[NPIPES];
+    bool removed[NPIPES];
+    int file_fd, file_calls;
+    aiol_bh *bh;
+    int bh_calls, oneshot_calls, phase_calls;
+    aiol_phase *phase;
+    aiol_timer *timers[NTIMERS];
+    int timer_calls[NTIMERS];
+    int req_calls[NREQS];
+    int nreqs;
+    long reported; /* calls that returned -ENOMEM (then retried) */
+} work;
+
+static work W;
+
+static void on_pipe(void *opaque)
+{
+    int i = (int)(intptr_t)opaque;
+
+    W.pipe_calls[i]++;
+    tu_pipe_drain(W.pipes[i][0]);
+}
+
+static void on_file(void *opaque)
+{
+    (void)opaque;
+    W.file_calls++;
+}
+
+static void on_bh(void *opaque)
+{
+    (void)opaque;
+    W.bh_calls++;
+}
+
+static void on_oneshot(void *opaque)
+{
+    (void)opaque;
+    W.oneshot_calls++;
+}
+
+static bool on_phase(void *opaque)
+{
+    (void)opaque;
+    W.phase_calls++;
+    return false;
+}
+
+static void on_timer(void *opaque)
+{
+    W.timer_calls[(intptr_t)opaque]++;
+}
+
+#ifdef AIOL_HAVE_IO_URING
+static void prep_nop(struct io_uring_sqe *sqe, void *opaque)
+{
+    (void)opaque;
+    io_uring_prep_nop(sqe);
+}
+
+static void on_req(void *opaque, int res, uint32_t flags)
+{
+    (void)flags;
+    assert_int_equal(res, 0);
+    W.req_calls[(intptr_t)opaque]++;
+}
+#endif
+
+/*
+ * Runs @expr (an int call); on -ENOMEM counts it as reported and runs it
+ * again, which must then succeed: the fault is one-shot.
+ */
+#define TRY(expr)                                                            \
+    do {                                                                     \
+        int r_ = (expr);                                                     \
+        if (r_ == -ENOMEM) {                                                 \
+            W.reported++;                                                    \
+            r_ = (expr);                                                     \
+        }                                                                    \
+        if (r_ != 0) {                                                       \
+            fail_msg("%s = %d (%s) with allocation %ld failed", #expr, r_,   \
+                     strerror(-r_), tf_count(TF_ALLOC));                     \
+        }                                                                    \
+    } while (0)
+
+/* Polls until @done() or a bounded number of iterations. */
+static void poll_until(bool (*done)(void))
+{
+    for (int i = 0; i < 200 && !done(); i++) {
+        aiol_loop_poll_deadline(W.loop, aiol_clock_now_ns() + 5000000);
+    }
+}
+
+static bool first_round_done(void)
+{
+    for (int i = 0; i < NPIPES; i++) {
+        if (W.pipe_calls[i] == 0) {
+            return false;
+        }
+    }
+    for (int i = 0; i < NTIMERS; i++) {
+        if (W.timer_calls[i] == 0) {
+            return false;
+        }
+    }
+    for (int i = 0; i < W.nreqs; i++) {
+        if (W.req_calls[i] == 0) {
+            return false;
+        }
+    }
+    return W.file_calls > 0 && W.bh_calls > 0 && W.oneshot_calls > 0;
+}
+
+static bool second_round_done(void)
+{
+    for (int i = 0; i < NPIPES; i++) {
+        if (!W.removed[i] && W.pipe_calls[i] < 2) {
+            return false;
+        }
+    }
+    return true;
+}
+
+static int get_fd_ok(aiol_loop *loop)
+{
+    int fd = aiol_loop_get_fd(loop);
+
+    return fd >= 0 ? 0 : fd;
+}
+
+/* Sets everything up, calling the fallible API under the armed fault. */
+static void workload_setup(const char *backend)
+{
+    aiol_loop *loop = NULL;
+
+    TRY(aiol_loop_new(&loop, backend));
+    W.loop = loop;
+    if (W.embed) {
+        TRY(get_fd_ok(loop)); /* poll: the epoll mirror; io_uring: shared ring */
+    }
+    for (int i = 0; i < NPIPES; i++) {
+        TRY(aiol_fd_set(loop, W.pipes[i][0], on_pipe, NULL, NULL,
+                        (void *)(intptr_t)i));
+    }
+    TRY(aiol_fd_set(loop, W.file_fd, on_file, NULL, NULL, NULL));
+    TRY(aiol_bh_new(loop, on_bh, NULL, &W.bh));
+    aiol_bh_schedule(W.bh);
+    TRY(aiol_bh_oneshot(loop, on_oneshot, NULL));
+    TRY(aiol_phase_add(loop, &(aiol_phase_ops){ .dispatch = on_phase }, NULL,
+                       &W.phase));
+    for (int i = 0; i < NTIMERS; i++) {
+        TRY(aiol_timer_new(aiol_loop_clock(loop), on_timer,
+                           (void *)(intptr_t)i, &W.timers[i]));
+        TRY(aiol_timer_mod(W.timers[i], aiol_clock_now_ns()));
+    }
+#ifdef AIOL_HAVE_IO_URING
+    if (strcmp(aiol_loop_backend(loop), "io_uring") == 0) {
+        for (int i = 0; i < NREQS; i++) {
+            TRY(aiol_uring_submit(loop, prep_nop, on_req, (void *)(intptr_t)i,
+                                  NULL));
+            W.nreqs++;
+        }
+    }
+#endif
+    for (int i = 0; i < NPIPES; i++) {
+        tu_pipe_signal(W.pipes[i][1]);
+    }
+}
+
+/* Checks that everything ran exactly once; then a second round. */
+static void workload_check(void)
+{
+    poll_until(first_round_done);
+    for (int i = 0; i < NPIPES; i++) {
+        if (W.pipe_calls[i] != 1) {
+            fail_msg("pipe handler %d ran %d times (allocation %ld failed)", i,
+                     W.pipe_calls[i], tf_count(TF_ALLOC));
+        }
+    }
+    for (int i = 0; i < NTIMERS; i++) {
+        assert_int_equal(W.timer_calls[i], 1);
+    }
+    for (int i = 0; i < W.nreqs; i++) {
+        assert_int_equal(W.req_calls[i], 1);
+    }
+    assert_true(W.file_calls > 0);
+    assert_int_equal(W.bh_calls, 1);
+    assert_int_equal(W.oneshot_calls, 1);
+    assert_true(W.phase_calls > 0);
+
+    /* Remove every third handler, ready the rest again. */
+    for (int i = 0; i < NPIPES; i += 3) {
+        assert_int_equal(aiol_fd_remove(W.loop, W.pipes[i][0]), 0);
+        W.removed[i] = true;
+    }
+    assert_int_equal(aiol_fd_remove(W.loop, W.file_fd), 0);
+    for (int i = 0; i < NPIPES; i++) {
+        tu_pipe_signal(W.pipes[i][1]);
+    }
+    poll_until(second_round_done);
+    for (int i = 0; i < NPIPES; i++) {
+        assert_int_equal(W.pipe_calls[i], W.removed[i] ? 1 : 2);
+    }
+}
+
+static void workload_teardown(void)
+{
+    for (int i = 0; i < NPIPES; i++) {
+        if (W.loop != NULL && !W.removed[i]) {
+            assert_int_equal(aiol_fd_remove(W.loop, W.pipes[i][0]), 0);
+        }
+        close(W.pipes[i][0]);
+        close(W.pipes[i][1]);
+    }
+    for (int i = 0; i < NTIMERS; i++) {
+        aiol_timer_free(W.timers[i]);
+    }
+    if (W.bh != NULL) {
+        aiol_bh_delete(W.bh);
+    }
+    if (W.phase != NULL) {
+        aiol_phase_remove(W.phase);
+    }
+    aiol_loop_free(W.loop);
+    close(W.file_fd);
+}
+
+/* One run with the @k-th allocation failing; false once k is past the end. */
+static bool workload_run(long k, bool embed, long *reported)
+{
+    const char *backend = tu_backend_requested();
+    char path[] = "/tmp/aiol-faults-XXXXXX";
+    bool hit;
+
+    memset(&W, 0, sizeof(W));
+    W.embed = embed;
+    for (int i = 0; i < NPIPES; i++) {
+        tu_pipe(W.pipes[i]);
+    }
+    W.file_fd = mkstemp(path);
+    assert_true(W.file_fd >= 0);
+    unlink(path);
+
+    tf_fail_at(TF_ALLOC, k, ENOMEM);
+    workload_setup(backend);
+    hit = tf_failed(TF_ALLOC) > 0;
+    workload_check(); /* (the one-shot fault may also hit in here) */
+    hit = hit || tf_failed(TF_ALLOC) > 0;
+    tf_disarm();
+    *reported += W.reported;
+    workload_teardown();
+    return hit;
+}
+
+static void sweep(bool embed)
+{
+    long k, reported = 0;
+
+    for (k = 1; workload_run(k, embed, &reported); k++) {
+    }
+    printf("sweep (%s%s): %ld allocations failed one at a time, "
+           "%ld reported as -ENOMEM and retried, the rest absorbed\n",
+           tu_backend_requested() ? tu_backend_requested() : "default",
+           embed ? ", embedded" : "", k - 1, reported);
+    assert_true(k > 50); /* the workload did allocate: the sweep ran */
+}
+
+static void test_alloc_sweep(void **state)
+{
+    (void)state;
+    sweep(false);
+}
+
+static void test_alloc_sweep_embedded(void **state)
+{
+    (void)state;
+    sweep(true);
+}
+
+/* A loop whose creation fails on syscall @kind leaves nothing behind. */
+static void creation_fails(tf_call kind, int err, int want)
+{
+    const char *backend = tu_backend_requested();
+    aiol_loop *loop = (aiol_loop *)&loop; /* must stay untouched */
+    int ret;
+
+    tf_fail_at(kind, 1, err);
+    ret = aiol_loop_new(&loop, backend);
+    tf_disarm();
+    assert_int_equal(ret, want);
+    assert_ptr_equal(loop, (aiol_loop *)&loop);
+}
+
+static void test_eventfd_emfile(void **state)
+{
+    (void)state;
+    creation_fails(TF_EVENTFD, EMFILE, -EMFILE);
+}
+
+static void test_monitor_emfile(void **state)
+{
+    const char *b = tu_backend_requested();
+
+    (void)state;
+    if (b != NULL && strcmp(b, "epoll") == 0) {
+        creation_fails(TF_EPOLL_CREATE, EMFILE, -EMFILE);
+    }
+#ifdef AIOL_HAVE_IO_URING
+    else if (b != NULL && strcmp(b, "io_uring") == 0) {
+        creation_fails(TF_URING_INIT, ENOMEM, -ENOMEM);
+    }
+#endif
+    else {
+        skip();
+    }
+}
+
+/* Every allocation failing: creation reports it and leaks nothing. */
+static void test_no_memory_at_all(void **state)
+{
+    aiol_loop *loop = NULL;
+    int ret;
+
+    (void)state;
+    tf_fail_from(TF_ALLOC, 1, ENOMEM);
+    ret = aiol_loop_new(&loop, tu_backend_requested());
+    tf_disarm();
+    assert_int_equal(ret, -ENOMEM);
+    assert_null(loop);
+}
+
+#ifdef AIOL_HAVE_IO_URING
+static bool on_uring(void)
+{
+    const char *b = tu_backend_requested();
+
+    return b != NULL && strcmp(b, "io_uring") == 0;
+}
+
+static int efd_reads;
+
+static void on_efd(void *opaque)
+{
+    efd_reads++;
+    tu_eventfd_drain((int)(intptr_t)opaque);
+}
+
+/*
+ * aiol_loop_get_fd() on a ring bound to its thread makes a shared ring;
+ * when that fails (EMFILE) it returns the error and the loop keeps
+ * working on the bound ring (it used to abort).
+ */
+static void test_get_fd_emfile(void **state)
+{
+    aiol_loop *loop;
+    int efd = tu_eventfd(), lfd;
+
+    (void)state;
+    if (!on_uring()) {
+        skip();
+    }
+    assert_int_equal(aiol_loop_new(&loop, "io_uring"), 0);
+    assert_int_equal(aiol_fd_set(loop, efd, on_efd, NULL, NULL,
+                                 (void *)(intptr_t)efd), 0);
+    assert_false(aiol_loop_poll(loop, false)); /* binds the ring */
+    tf_fail_at(TF_URING_INIT, 1, EMFILE);
+    lfd = aiol_loop_get_fd(loop);
+    tf_disarm();
+    assert_int_equal(lfd, -EMFILE);
+    tu_eventfd_signal(efd);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(efd_reads, 1);
+    assert_true(aiol_loop_get_fd(loop) >= 0); /* works once fds are back */
+    tu_eventfd_signal(efd);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(efd_reads, 2);
+    assert_int_equal(aiol_fd_remove(loop, efd), 0);
+    aiol_loop_free(loop);
+    close(efd);
+}
+
+#ifndef IORING_TIMEOUT_MULTISHOT
+#define IORING_TIMEOUT_MULTISHOT (1U << 6) /* Linux 6.4; liburing 2.4 */
+#endif
+#define NSHOTS 200
+
+static struct __kernel_timespec shot_ts = { .tv_nsec = 1000 };
+static int shots, shots_final;
+
+static void prep_multishot(struct io_uring_sqe *sqe, void *opaque)
+{
+    (void)opaque;
+    io_uring_prep_timeout(sqe, &shot_ts, NSHOTS, IORING_TIMEOUT_MULTISHOT);
+}
+
+static void on_shot(void *opaque, int res, uint32_t flags)
+{
+    (void)opaque;
+    (void)res;
+    shots++;
+    shots_final += !(flags & IORING_CQE_F_MORE);
+}
+
+/*
+ * A multishot request's completions can outnumber the room submit
+ * reserved.  With every allocation failing, the extra ones stay in the
+ * ring until dispatch made room, and every one is delivered (queueing
+ * them used to abort the process on ENOMEM).
+ */
+static void test_multishot_no_memory(void **state)
+{
+    aiol_loop *loop;
+    int64_t end;
+
+    (void)state;
+    if (!on_uring()) {
+        skip();
+    }
+    assert_int_equal(aiol_loop_new(&loop, "io_uring"), 0);
+    assert_int_equal(aiol_uring_submit(loop, prep_multishot, on_shot, NULL,
+                                       NULL), 0);
+    assert_int_equal(aiol_uring_flush(loop), 1);
+    usleep(50000); /* let the shots pile up in the kernel */
+    tf_fail_from(TF_ALLOC, 1, ENOMEM);
+    end = aiol_clock_now_ns() + 5000000000;
+    while (shots_final == 0 && aiol_clock_now_ns() < end) {
+        aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + 10000000);
+    }
+    tf_disarm();
+    if (shots == 1 && shots_final == 1) {
+        aiol_loop_free(loop);
+        skip(); /* kernel before 6.4: no multishot timeouts */
+    }
+    assert_int_equal(shots, NSHOTS);
+    assert_int_equal(shots_final, 1);
+    assert_int_equal(aiol_uring_pending(loop), 0);
+    aiol_loop_free(loop);
+}
+#endif
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_alloc_sweep),
+        cmocka_unit_test(test_alloc_sweep_embedded),
+        cmocka_unit_test(test_eventfd_emfile),
+        cmocka_unit_test(test_monitor_emfile),
+        cmocka_unit_test(test_no_memory_at_all),
+#ifdef AIOL_HAVE_IO_URING
+        cmocka_unit_test(test_get_fd_emfile),
+        cmocka_unit_test(test_multishot_no_memory),
+#endif
+    };
+
+    aiol_loop_free(tu_loop_new()); /* exits 77 if the backend cannot run */
+    printf("backend: %s\n",
+           tu_backend_requested() ? tu_backend_requested() : "default");
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
