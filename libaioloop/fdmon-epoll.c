@@ -443,10 +443,22 @@ static int epoll_get_fd(aiol_loop *loop)
     return s->epfd;
 }
 
+/*
+ * A fork child (fork.c): the epoll instance is shared with the parent, so
+ * no epoll_ctl on it, which would change the parent's set.  epoll_fini()
+ * only closes the child's copy of epfd and frees memory, which is what
+ * forgetting needs.
+ */
+static void epoll_forget(aiol_loop *loop)
+{
+    epoll_fini(loop);
+}
+
 const aiol__fdmon_ops aiol__fdmon_epoll = {
     .name = "epoll",
     .init = epoll_init,
     .fini = epoll_fini,
+    .forget = epoll_forget,
     .update = epoll_update,
     .wait = epoll_wait_ready,
     .get_fd = epoll_get_fd,

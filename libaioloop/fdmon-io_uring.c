@@ -67,6 +67,8 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -778,10 +780,47 @@ static int uring_get_fd(aiol_loop *loop)
     return s->ring.ring_fd;
 }
 
+/*
+ * A fork child (fork.c).  The ring is the parent's: bound to a parent
+ * thread (SINGLE_ISSUER; and this thread's aiol__thread_id() is the
+ * forking thread's, so ring_bind() would think it the owner), its fd maybe
+ * registered in a parent thread's table, its SQ and CQ rings shared
+ * memory.  So no io_uring_enter or register (io_uring_queue_exit() may
+ * unregister the ring fd), and no write into the rings: unmap the child's
+ * view (what liburing 2.3's io_uring_queue_exit() unmaps; the ring is
+ * never SQE128) and close the child's copy of the fd.  Requests in flight
+ * and completions not yet dispatched are the parent's to finish: they are
+ * freed without their callbacks.
+ */
+static void uring_forget(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+    struct io_uring *r = &s->ring;
+    aiol_uring_req *req;
+
+    for (size_t i = s->done_head; i < s->ndone; i++) {
+        if (!(s->done[i].flags & IORING_CQE_F_MORE)) {
+            free(s->done[i].req); /* off s->inflight already (queue_done) */
+        }
+    }
+    while ((req = AIOL_LIST_FIRST(&s->inflight)) != NULL) {
+        AIOL_LIST_REMOVE(req, link);
+        free(req);
+    }
+    munmap(r->sq.sqes, r->sq.ring_entries * sizeof(struct io_uring_sqe));
+    munmap(r->sq.ring_ptr, r->sq.ring_sz);
+    if (r->cq.ring_ptr != NULL && r->cq.ring_ptr != r->sq.ring_ptr) {
+        munmap(r->cq.ring_ptr, r->cq.ring_sz);
+    }
+    close(r->ring_fd);
+    state_free(loop);
+}
+
 const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .name = "io_uring",
     .init = uring_init,
     .fini = uring_fini,
+    .forget = uring_forget,
     .update = uring_update,
     .wait = uring_wait,
     .get_fd = uring_get_fd,

@@ -282,10 +282,22 @@ static int poll_get_fd(aiol_loop *loop)
     return ret < 0 ? ret : s->embed_epfd;
 }
 
+/*
+ * A fork child (fork.c): the pollfd array is the child's own memory; the
+ * embedding mirror is an epoll instance shared with the parent, so no
+ * epoll_ctl on it.  poll_fini() only closes the child's copy of the
+ * mirror and frees memory; a new mirror is made on demand (get_fd).
+ */
+static void poll_forget(aiol_loop *loop)
+{
+    poll_fini(loop);
+}
+
 const aiol__fdmon_ops aiol__fdmon_poll = {
     .name = "poll",
     .init = poll_init,
     .fini = poll_fini,
+    .forget = poll_forget,
     .update = poll_update,
     .wait = poll_wait,
     .get_fd = poll_get_fd,        /* an epoll mirror, made on demand */

@@ -12,6 +12,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "aioloop/aioloop.h"
 #include "aioloop/heap.h"
@@ -281,6 +282,9 @@ struct aiol_loop {
     /* Cold from here on. */
     bool single_thread; /* polled by one thread for life (an iothread's);
                            set before the first poll */
+    pid_t pid;          /* process whose kernel objects the loop holds
+                           (getpid() at creation, or of the child after
+                           aiol_loop_after_fork()); fork.c */
 
     /*
      * loop->lock protects the fd table, the deleted list and the monitor's
@@ -374,6 +378,15 @@ typedef struct aiol__fdmon_ops {
      */
     void (*quiesce)(aiol_loop *loop);
     /*
+     * Optional.  In the child of a fork (fork.c), the child's only
+     * thread: frees loop->mon_state (and sets it NULL) and closes the
+     * child's copies of the monitor's fds, with no syscall on the kernel
+     * objects it shares with the parent (no epoll_ctl, no io_uring_enter
+     * or register, no write into a shared ring).  Without it a forked
+     * child cannot call aiol_loop_after_fork() (-ENOTSUP).
+     */
+    void (*forget)(aiol_loop *loop);
+    /*
      * True when a host may poll the watched fds itself and hand the loop
      * what it saw (aiol_loop_embed_fds()): the monitor keeps no readiness
      * of its own meanwhile (level-triggered epoll and poll; io_uring
@@ -448,6 +461,19 @@ static inline void aiol__ready_add_host(aiol__ready_list *ready,
 
 /* Finishes the monitor's own outstanding work (first step of teardown). */
 void aiol__loop_quiesce(aiol_loop *loop);
+
+/*
+ * fork.c.  True when @loop was created (or last adopted by
+ * aiol_loop_after_fork()) in another process: this is a fork child.
+ */
+bool aiol__loop_forked(const aiol_loop *loop);
+/*
+ * aiol_loop_free() in a fork child that did not call
+ * aiol_loop_after_fork(): drops the parent's monitor state without a
+ * syscall on it and swaps in a monitor whose ops touch nothing, so the
+ * rest of the teardown frees memory and closes only the child's fds.
+ */
+void aiol__loop_forget_forked(aiol_loop *loop);
 
 /* Frees every handler in the table and on the deleted list (loop teardown). */
 void aiol__handlers_free_all(aiol_loop *loop);

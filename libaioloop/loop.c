@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -104,6 +105,7 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
     AIOL_TAILQ_INIT(&loop->bh_slices);
     loop->notify_fd = -1;
     loop->mon = mon;
+    loop->pid = getpid(); /* fork.c */
     ret = aiol__clocks_init(loop);
     if (ret < 0) {
         loop_teardown(loop, false);
@@ -172,6 +174,9 @@ void aiol_loop_free(aiol_loop *loop)
                 "loop freed from inside its own poll");
     aiol__check(AIOL_LIST_EMPTY(&loop->phases),
                 "loop freed while phases are still added");
+    if (aiol__loop_forked(loop)) {
+        aiol__loop_forget_forked(loop); /* a fork child: see fork.c */
+    }
     loop_teardown(loop, true);
 }
 

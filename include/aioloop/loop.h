@@ -65,8 +65,51 @@ int aiol_loop_new(aiol_loop **out, const char *backend);
  * and their completion callbacks run, so the kernel is done with their
  * buffers when this returns.  Must not be called from inside the loop's
  * own poll.  NULL is a no-op.
+ *
+ * In the child of a fork() that did not call aiol_loop_after_fork(), the
+ * loop's kernel objects are the parent's: freeing it there makes no
+ * syscall on them (no registration is removed, no request cancelled, no
+ * callback run); it frees the child's memory and closes the child's
+ * copies of the loop's own fds, and the parent's loop goes on unaffected.
  */
 void aiol_loop_free(aiol_loop *loop);
+
+/**
+ * Gives a loop inherited through fork() kernel objects of its own.  Call it
+ * in the child (while it has one thread) before any other use of the loop:
+ * until then the child's fds name the parent's epoll instance, io_uring
+ * ring and notify eventfd, and using them would change the parent's loop
+ * (a handler removed in the child would vanish from the parent's epoll
+ * set, a notify would wake the parent).  A child that only frees the loop
+ * need not call it (see aiol_loop_free()).
+ *
+ * It drops the parent's objects without touching them (the child's copies
+ * of their fds are closed), then makes a new epoll instance / io_uring
+ * ring (poll: a fresh array; the embedding mirror is made again on
+ * demand), a new notify eventfd under the same fd number, and registers
+ * every handler still set, with its callbacks and opaque as they were.
+ * A loop with an embedder's wakeup (aiol_loop_set_wakeup()) keeps it.
+ * Bottom halves, timers and phases are the child's memory and carry on.
+ *
+ * io_uring requests (aioloop/uring.h) in flight at fork time belong to
+ * the parent, which still completes them: in the child they are dropped
+ * without their callbacks, and their aiol_uring_req handles are invalid.
+ * The loop fd of aiol_loop_get_fd() changes: an embedder must get it
+ * again.  An aiol_iothread's thread does not exist in the child; its loop
+ * must not be used there.  No other thread may have been inside a call on
+ * the loop when fork() ran.
+ *
+ * In the process that created the loop (or once it succeeded in this
+ * child) it does nothing and returns 0.  Must not be called from inside
+ * the loop's own poll.
+ *
+ * @return 0; -ENOTSUP for a backend that cannot do it; or -EMFILE,
+ *         -ENOMEM, the backend's own error: the loop is then still the
+ *         parent's (its monitor untouched; it may already have its own
+ *         notify eventfd), and the child may call this again or only
+ *         aiol_loop_free() it, which stays safe for the parent.
+ */
+int aiol_loop_after_fork(aiol_loop *loop);
 
 /** Name of the fd monitor the loop runs on ("epoll", "poll", ...). */
 const char *aiol_loop_backend(const aiol_loop *loop);
