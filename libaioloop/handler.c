@@ -15,6 +15,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "internal.h"
 
@@ -182,6 +183,24 @@ static void wake_sleeper(aiol_loop *loop)
     }
 }
 
+/*
+ * True when @fd can name an open file: below the hard RLIMIT_NOFILE,
+ * which the kernel never hands out fds at or above.  Checked only where
+ * the table would grow (rare), so a stray number (50,000,000, INT_MAX)
+ * cannot grow every fd-indexed array to its size.  The limit is read each
+ * time: a process may raise it at run time.
+ */
+static bool fd_in_bounds(aiol_loop *loop, int fd)
+{
+    struct rlimit rl;
+
+    if ((size_t)fd < loop->table_size) {
+        return true;
+    }
+    return getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max == RLIM_INFINITY ||
+           (rlim_t)fd < rl.rlim_max;
+}
+
 static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
                        void *opaque, bool internal)
 {
@@ -223,8 +242,11 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         }
         goto out;
     }
-    ret = aiol__reserve(&loop->table, &loop->table_size, (size_t)fd + 1,
-                        sizeof(*loop->table));
+    ret = fd_in_bounds(loop, fd) ? 0 : -EBADF;
+    if (ret == 0) {
+        ret = aiol__reserve(&loop->table, &loop->table_size, (size_t)fd + 1,
+                            sizeof(*loop->table));
+    }
     if (ret == 0) {
         ret = loop->mon->update(loop, old, node);
     }

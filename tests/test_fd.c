@@ -282,6 +282,35 @@ static void test_poll_return_value(void **state)
 
 /* ------------------------------------------------------ closed fds */
 
+/*
+ * Fd numbers no open file can have (at or above the hard RLIMIT_NOFILE)
+ * are refused with -EBADF instead of growing the tables to their size
+ * (50,000,000 used to cost half a GiB; INT_MAX a 16 GiB attempt).
+ */
+static void check_fd_bounds(aiol_loop *loop, th *h)
+{
+    static const int huge[] = { 50000000, INT32_MAX };
+    struct rlimit rl;
+
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
+        if (rl.rlim_max != RLIM_INFINITY && (rlim_t)huge[i] >= rl.rlim_max) {
+            assert_int_equal(aiol_fd_set(loop, huge[i], cb_read, NULL, NULL, h),
+                             -EBADF);
+            assert_false(aiol_fd_is_set(loop, huge[i]));
+            assert_int_equal(aiol_fd_remove(loop, huge[i]), -ENOENT);
+        }
+    }
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= (1u << 20)) {
+        int top = (int)rl.rlim_max - 1; /* a number an open fd may have */
+
+        assert_int_equal(aiol_fd_set(loop, (int)rl.rlim_max, cb_read, NULL,
+                                     NULL, h), -EBADF);
+        assert_int_equal(aiol_fd_set(loop, top, cb_read, NULL, NULL, h), 0);
+        assert_int_equal(aiol_fd_remove(loop, top), 0);
+    }
+}
+
 static void test_closed_fd(void **state)
 {
     aiol_loop *loop = tu_loop_new();
@@ -324,6 +353,7 @@ static void test_closed_fd(void **state)
     assert_int_equal(aiol_fd_set(loop, -7, NULL, cb_write, NULL, &h), -EBADF);
     assert_int_equal(aiol_fd_remove(loop, -1), -EBADF);
     assert_false(aiol_fd_is_set(loop, -1));
+    check_fd_bounds(loop, &h);
 
     /* a readable handler whose fd is closed behind the loop's back */
     fd = tu_eventfd();

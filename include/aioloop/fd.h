@@ -81,8 +81,11 @@ typedef struct aiol_fd_ops {
  * aiol_loop_stats.bad_fds counts such cases.  Close an fd only after
  * removing its handler.
  *
- * @return 0; -EBADF for a negative fd; -ENOMEM.  On error the loop is
- *         unchanged: a previous handler stays.
+ * @return 0; -EBADF for a negative fd or one at or above the hard
+ *         RLIMIT_NOFILE (no open fd can have that number; the check keeps
+ *         a stray number from growing the fd-indexed tables to its size);
+ *         -ENOMEM.  On error the loop is unchanged: a previous handler
+ *         stays.
  */
 int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
                     void *opaque);
