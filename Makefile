@@ -8,6 +8,7 @@ BUILD_CLANG ?= build-clang
 BUILD_TSAN  ?= build-tsan
 BUILD_FUZZ  ?= build-fuzz
 BUILD_AFL   ?= build-afl
+BUILD_BENCH ?= build-bench
 FUZZ_SECONDS ?= 120
 FUZZ_CORPORA := tests/fuzz/corpus/seed tests/fuzz/corpus/regress
 QEMU_WORK   ?= build-qemu
@@ -121,11 +122,15 @@ fuzz-afl: deps
 # prints the table and writes $(BUILD)/bench-results (BENCH_ARGS=--quick
 # for the short run, --docs to copy the results to docs/bench).  A build
 # dir configured before a peer was installed is reconfigured to find it.
-bench: bench-deps all
+# The bench build has assertions off (-Db_ndebug=true): the debug contracts
+# (internal.h) are compiled out, as in any release build of the library.
+bench: bench-deps
+	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
+	ninja -C $(BUILD_BENCH)
 	@for b in ev uv event glib; do \
-	  test -x $(BUILD)/bench/bench-$$b || { meson setup --reconfigure $(BUILD) >/dev/null && ninja -C $(BUILD); break; }; \
+	  test -x $(BUILD_BENCH)/bench/bench-$$b || { meson setup --reconfigure $(BUILD_BENCH) >/dev/null && ninja -C $(BUILD_BENCH); break; }; \
 	done
-	/usr/bin/python3 bench/run.py $(BUILD) $(BENCH_ARGS)
+	/usr/bin/python3 bench/run.py $(BUILD_BENCH) $(BENCH_ARGS)
 
 # The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our
 # patch series, linked with libaioloop from this tree: the unit tests and
@@ -157,4 +162,4 @@ clean-qemu:
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN) $(BUILD_FUZZ) \
-	  $(BUILD_AFL)
+	  $(BUILD_AFL) $(BUILD_BENCH)

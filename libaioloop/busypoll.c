@@ -31,6 +31,7 @@ int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
                               int64_t shrink)
 {
     aiol__check(loop != NULL, "loop is NULL");
+    aiol__assert_poller(loop);
     if (max_ns < 0 || grow < 0 || shrink < 0) {
         return -EINVAL;
     }
@@ -56,7 +57,7 @@ static void snapshot_refresh(aiol_loop *loop)
     unsigned gen;
     size_t n = 0;
 
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     gen = atomic_load_explicit(&loop->pollers_gen, memory_order_relaxed);
     AIOL_LIST_FOREACH(node, &loop->pollers, node_poll) {
         if (aiol__reserve(&loop->pollers_snap, &loop->pollers_snap_cap, n + 1,
@@ -69,7 +70,7 @@ static void snapshot_refresh(aiol_loop *loop)
         loop->pollers_snap_gen = gen;
     }
     loop->npollers_snap = n;
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
 }
 
 /* Polling thread.  Refreshes the snapshot if loop->pollers changed. */

@@ -65,6 +65,7 @@ int64_t aiol_loop_prepare(aiol_loop *loop)
     int64_t d;
 
     aiol__check(loop != NULL, "loop is NULL");
+    aiol__assert_poller(loop);
     /*
      * F1, a seq_cst store: pairs with F2 in aiol_loop_notify() and with F4
      * in handler.c.  Announcing ourselves before flushing means a change
@@ -125,6 +126,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
 
     aiol__check(loop != NULL, "loop is NULL");
     aiol__check(fds != NULL || max == 0, "fds is NULL");
+    aiol__assert_poller(loop);
     if (!loop->mon->host_may_poll) {
         return -ENOTSUP;
     }
@@ -134,7 +136,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
         }
         return (int)c->n;
     }
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     c->valid = true;
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
         if (node->events == 0) {
@@ -163,7 +165,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     c->n = n;
     /* Under the lock, which every bump holds: exact. */
     c->gen = atomic_load_explicit(&loop->embed_gen, memory_order_relaxed);
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     /*
      * Hand what entering or leaving direct mode queued to the kernel now
      * (io_uring's cancels and re-arms): after -ENOSPC or -EBUSY the host
@@ -219,6 +221,7 @@ int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
 
     aiol__check(loop != NULL, "loop is NULL");
     aiol__check(ops != NULL && out != NULL, "ops or out is NULL");
+    aiol__assert_poller(loop);
     aiol__check(atomic_load(&loop->walkers) == 0,
                 "phases are not added from inside the loop's callbacks");
     phase = calloc(1, sizeof(*phase));

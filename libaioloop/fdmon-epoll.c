@@ -208,6 +208,7 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     epoll_fd *st;
     int ret;
 
+    aiol__assert_locked(loop);
     if (oev == nev) {
         return 0; /* unchanged re-arm: nothing for the kernel */
     }
@@ -239,6 +240,7 @@ static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
     epoll_fd *st = &s->fds[fd];
     int ret;
 
+    aiol__assert_locked(loop);
     st->dirty = false;
     if (st->always != 0) {
         st->always = (uint8_t)want; /* still unpollable; 0 cannot happen */
@@ -266,6 +268,7 @@ static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
 /* Under loop->lock.  Hands every pending change to the kernel. */
 static void flush_locked(aiol_loop *loop, epoll_state *s)
 {
+    aiol__assert_locked(loop);
     for (size_t i = 0; i < s->ndirty; i++) {
         sync_fd(loop, s, s->dirty[i]);
     }
@@ -286,6 +289,7 @@ static bool epoll_host_direct(aiol_loop *loop, bool direct)
     epoll_state *s = loop->mon_state;
     aiol__handler *node;
 
+    aiol__assert_locked(loop);
     if (direct == atomic_load_explicit(&s->direct, memory_order_relaxed)) {
         return direct;
     }
@@ -318,11 +322,11 @@ static void epoll_flush(aiol_loop *loop)
     if (!atomic_load_explicit(&s->has_dirty, memory_order_seq_cst)) {
         return;
     }
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     if (!atomic_load_explicit(&s->direct, memory_order_relaxed)) {
         flush_locked(loop, s);
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
 }
 
 /*
@@ -333,9 +337,9 @@ AIOL__HOT
 static void end_direct(aiol_loop *loop, epoll_state *s)
 {
     if (atomic_load_explicit(&s->direct, memory_order_relaxed)) {
-        pthread_mutex_lock(&loop->lock);
+        aiol__lock(loop);
         epoll_host_direct(loop, false);
-        pthread_mutex_unlock(&loop->lock);
+        aiol__unlock(loop);
     }
 }
 
@@ -403,7 +407,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
     if (n == 0 && !always) {
         return 0;
     }
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     for (int i = 0; i < n; i++) {
         aiol__handler *node = aiol__handler_lookup(loop, s->events[i].data.fd);
 
@@ -421,7 +425,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
             queued++;
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
 
     /* A full array means more may be ready: grow for next time. */
     if (n == s->nevents && s->nevents < EVENTS_MAX) {

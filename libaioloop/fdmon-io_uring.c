@@ -239,6 +239,7 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     int fd = old ? old->fd : new_->fd;
     int ret;
 
+    aiol__assert_locked(loop);
     if (oev == nev) {
         return 0; /* unchanged re-arm */
     }
@@ -271,6 +272,7 @@ static void sync_fd(aiol_loop *loop, uring_state *s, int fd)
     uring_fd *st = &s->fds[fd];
     bool dropped = st->dropped;
 
+    aiol__assert_locked(loop);
     st->dropped = false;
     if (st->armed == want && !dropped) {
         return;
@@ -296,6 +298,7 @@ static void sync_fd(aiol_loop *loop, uring_state *s, int fd)
 /* Under loop->lock.  Queues the SQEs for every pending change. */
 static void flush_changes(aiol_loop *loop, uring_state *s)
 {
+    aiol__assert_locked(loop);
     for (size_t i = 0; i < s->ndirty; i++) {
         s->fds[s->dirty[i]].dirty = false;
         sync_fd(loop, s, s->dirty[i]);
@@ -318,6 +321,7 @@ static bool uring_host_direct(aiol_loop *loop, bool direct)
     uring_state *s = loop->mon_state;
     aiol__handler *node;
 
+    aiol__assert_locked(loop);
     if (direct && (s->npending != 0 ||
                    io_uring_sq_space_left(&s->ring) < loop->nhandlers)) {
         direct = false; /* requests ride the ring; or no room to cancel */
@@ -390,6 +394,7 @@ static int reap_one(aiol_loop *loop, uring_state *s,
     aiol__handler *node;
     uring_fd *st;
 
+    aiol__assert_locked(loop);
     if ((ud & 3) == TAG_SQE) {
         return queue_done(s, (aiol_uring_req *)(uintptr_t)ud, res, cqe->flags)
                    ? 0 : -1;
@@ -438,6 +443,7 @@ static int reap(aiol_loop *loop, uring_state *s, aiol__ready_list *ready)
     unsigned head, seen = 0;
     int queued = 0;
 
+    aiol__assert_locked(loop);
     io_uring_for_each_cqe(&s->ring, head, cqe) {
         int got = reap_one(loop, s, cqe, ready);
 
@@ -472,7 +478,7 @@ static int ring_rebuild_shared(aiol_loop *loop, uring_state *s)
     }
     io_uring_queue_exit(&s->ring); /* cancels the old ring's polls */
     s->ring = fresh;
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     for (size_t fd = 0; fd < s->nfds; fd++) {
         uring_fd *st = &s->fds[fd];
 
@@ -482,7 +488,7 @@ static int ring_rebuild_shared(aiol_loop *loop, uring_state *s)
             mark_dirty(s, (int)fd);
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     return 0;
 }
 
@@ -553,10 +559,10 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         struct timespec ts;
         int got;
 
-        pthread_mutex_lock(&loop->lock);
+        aiol__lock(loop);
         (void)uring_host_direct(loop, false); /* our own wait: re-arm all */
         flush_changes(loop, s);
-        pthread_mutex_unlock(&loop->lock);
+        aiol__unlock(loop);
 
         if (deadline_ns == 0) {
             ret = ring_look(loop, s);
@@ -574,9 +580,9 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
             return ret;
         }
 
-        pthread_mutex_lock(&loop->lock);
+        aiol__lock(loop);
         got = reap(loop, s, ready);
-        pthread_mutex_unlock(&loop->lock);
+        aiol__unlock(loop);
         if (got > 0) {
             queued += got;
         }
@@ -661,6 +667,11 @@ int aiol__uring_cancel(aiol_uring_req *req)
     return 0;
 }
 
+aiol_loop *aiol__uring_req_loop(const aiol_uring_req *req)
+{
+    return req->loop;
+}
+
 unsigned aiol__uring_pending(aiol_loop *loop)
 {
     return ((uring_state *)loop->mon_state)->npending;
@@ -696,9 +707,9 @@ static void uring_quiesce(aiol_loop *loop)
                 break; /* the ring is unusable: closing it cancels the rest */
             }
         }
-        pthread_mutex_lock(&loop->lock);
+        aiol__lock(loop);
         (void)reap(loop, s, &unused);
-        pthread_mutex_unlock(&loop->lock);
+        aiol__unlock(loop);
         while (!AIOL_LIST_EMPTY(&unused)) {
             aiol__handler *node = AIOL_LIST_FIRST(&unused);
             AIOL_LIST_REMOVE(node, node_ready);
@@ -724,11 +735,11 @@ static void uring_flush(aiol_loop *loop)
     uring_state *s = loop->mon_state;
 
     ring_bind(loop, s);
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     if (!s->direct) {
         flush_changes(loop, s);
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     (void)ring_look(loop, s);
 }
 
@@ -750,10 +761,10 @@ static int uring_get_fd(aiol_loop *loop)
     uring_state *s = loop->mon_state;
     bool rearm;
 
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     rearm = s->direct || !s->shared;
     (void)uring_host_direct(loop, false);
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     if (!s->shared && !(s->host_bound && s->owner == aiol__thread_id())) {
         int ret = ring_rebuild_shared(loop, s);
 

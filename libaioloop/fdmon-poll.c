@@ -100,6 +100,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
     poll_state *s = loop->mon_state;
     long slot = old ? old->mon_slot : -1;
 
+    aiol__assert_locked(loop);
     if (new_ != NULL && new_->events != 0 && slot < 0) {
         int ret = reserve_slot(s);
 
@@ -154,7 +155,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     int ret, queued = 0;
 
     loop->stats.monitor_waits++;
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     n = s->n;
     if (s->copy_cap < n) {
         /* reserve_slot() made spare big enough for s->cap >= n */
@@ -168,7 +169,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     if (n > 0) {
         memcpy(s->copy, s->pfds, n * sizeof(*s->copy));
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
 
     do {
         if (deadline_ns == 0 || deadline_ns == AIOL_DEADLINE_NONE) {
@@ -183,7 +184,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
         return ret < 0 ? -errno : 0;
     }
 
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     for (size_t i = 0; i < n && ret > 0; i++) {
         struct pollfd *p = &s->copy[i];
         aiol__handler *node;
@@ -208,7 +209,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
                         aiol__events_from_poll((unsigned short)p->revents));
         queued++;
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     return queued;
 }
 
@@ -221,6 +222,7 @@ static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
 {
     int ret = 0;
 
+    aiol__assert_locked(loop);
     for (size_t i = 0; ret == 0 && i < s->n; i++) {
         aiol__handler *node = loop->table[s->pfds[i].fd < 0
                                           ? -s->pfds[i].fd - 1
@@ -242,6 +244,7 @@ static bool poll_host_direct(aiol_loop *loop, bool direct)
 {
     poll_state *s = loop->mon_state;
 
+    aiol__assert_locked(loop);
     if (direct == s->direct) {
         return direct;
     }
@@ -266,7 +269,7 @@ static int poll_get_fd(aiol_loop *loop)
     poll_state *s = loop->mon_state;
     int ret = 0;
 
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     poll_host_direct(loop, false);
     if (s->embed_epfd < 0) {
         int epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -278,7 +281,7 @@ static int poll_get_fd(aiol_loop *loop)
             close(epfd);
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     return ret < 0 ? ret : s->embed_epfd;
 }
 

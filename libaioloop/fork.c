@@ -151,6 +151,7 @@ static int register_all(aiol_loop *loop, long *slots)
     size_t i = 0;
     int ret = 0;
 
+    aiol__assert_locked(loop);
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
         slots[i++] = node->mon_slot;
         node->mon_slot = -1; /* "not in the monitor" (fdmon-poll.c) */
@@ -205,13 +206,13 @@ int aiol_loop_after_fork(aiol_loop *loop)
         return ret;
     }
     child_state = loop->mon_state;
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     slots = malloc((loop->nhandlers + 1) * sizeof(*slots));
     ret = slots == NULL ? -ENOMEM : register_all(loop, slots);
     if (ret == 0) {
         aiol__embed_invalidate(loop); /* embed_fds' list was the parent's */
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     free(slots);
     if (ret < 0) {
         loop->mon->fini(loop); /* the child's own new state, empty again */

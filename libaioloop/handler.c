@@ -24,6 +24,7 @@ static void free_deleted_locked(aiol_loop *loop)
 {
     aiol__handler *node;
 
+    aiol__assert_locked(loop);
     while ((node = AIOL_LIST_FIRST(&loop->deleted)) != NULL) {
         AIOL_LIST_REMOVE(node, node_deleted);
         free(node);
@@ -38,6 +39,7 @@ static void free_deleted_locked(aiol_loop *loop)
  */
 static void retire_locked(aiol_loop *loop, aiol__handler *node)
 {
+    aiol__assert_locked(loop);
     /*
      * seq_cst pairs with the increment in aiol__walk_begin(): a walker that
      * started before this load is seen here; one that starts after it can
@@ -59,12 +61,33 @@ AIOL__HOT
 void aiol__walk_begin(aiol_loop *loop)
 {
     /* seq_cst: pairs with the load in retire_locked(). */
-    atomic_fetch_add_explicit(&loop->walkers, 1, memory_order_seq_cst);
+    unsigned outer = atomic_fetch_add_explicit(&loop->walkers, 1,
+                                              memory_order_seq_cst) == 0;
+
+#ifdef AIOL__CONTRACTS
+    if (outer) {
+        atomic_store_explicit(&loop->poller, aiol__thread_id(),
+                              memory_order_relaxed);
+    }
+    assert(atomic_load_explicit(&loop->poller, memory_order_relaxed) ==
+               aiol__thread_id() &&
+           "a loop is polled by one thread at a time");
+#else
+    (void)outer;
+#endif
 }
 
 AIOL__HOT
 void aiol__walk_end(aiol_loop *loop)
 {
+#ifdef AIOL__CONTRACTS
+    assert(atomic_load_explicit(&loop->poller, memory_order_relaxed) ==
+               aiol__thread_id() &&
+           "a poll ends on another thread than it began");
+    if (atomic_load_explicit(&loop->walkers, memory_order_relaxed) == 1) {
+        atomic_store_explicit(&loop->poller, 0, memory_order_relaxed);
+    }
+#endif
     /* Acquire pairs with the release store in retire_locked(). */
     if (!atomic_load_explicit(&loop->deleted_pending, memory_order_acquire)) {
         /*
@@ -80,12 +103,12 @@ void aiol__walk_end(aiol_loop *loop)
                               memory_order_release);
         return;
     }
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     if (atomic_fetch_sub_explicit(&loop->walkers, 1,
                                   memory_order_seq_cst) == 1) {
         free_deleted_locked(loop);
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
 }
 
 static unsigned ops_events(const aiol_fd_ops *ops)
@@ -138,6 +161,7 @@ static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
 static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
                                   bool add)
 {
+    aiol__assert_locked(loop);
     if (node->ops.poll == NULL) {
         return;
     }
@@ -153,6 +177,7 @@ static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
 /* Caller holds loop->lock.  Unhooks and retires the handler of @fd. */
 static void remove_locked(aiol_loop *loop, aiol__handler *old)
 {
+    aiol__assert_locked(loop);
     /* A failure here means the fd is already gone from the kernel's view. */
     (void)loop->mon->update(loop, old, NULL);
     loop->table[old->fd] = NULL;
@@ -212,7 +237,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         return -EBADF;
     }
     internal = internal || (ops != NULL && (ops->flags & AIOL_FD_NO_PROGRESS));
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     old = aiol__handler_lookup(loop, fd);
     if (!ops_empty(ops)) {
         if (old != NULL && same_handler(old, ops, opaque, internal)) {
@@ -221,7 +246,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
              * libevent-style event_add after each event does): keep the
              * current handler; no allocation, no syscall.
              */
-            pthread_mutex_unlock(&loop->lock);
+            aiol__unlock(loop);
             return 0;
         }
         /*
@@ -231,7 +256,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
          */
         node = malloc(sizeof(*node));
         if (node == NULL) {
-            pthread_mutex_unlock(&loop->lock);
+            aiol__unlock(loop);
             return -ENOMEM;
         }
         node_init(node, fd, ops, opaque, internal);
@@ -266,7 +291,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         loop->nhandlers++;
     }
 out:
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     if (ret == 0 && loop->mon->update_needs_notify) {
         wake_sleeper(loop);
     }
@@ -303,12 +328,12 @@ int aiol_fd_remove(aiol_loop *loop, int fd)
     if (fd < 0) {
         return -EBADF;
     }
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     old = aiol__handler_lookup(loop, fd);
     if (old != NULL) {
         remove_locked(loop, old);
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     return old != NULL ? 0 : -ENOENT;
 }
 
@@ -320,22 +345,22 @@ bool aiol_fd_is_set(aiol_loop *loop, int fd)
     if (fd < 0) {
         return false;
     }
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     set = aiol__handler_lookup(loop, fd) != NULL;
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     return set;
 }
 
 void aiol__handlers_free_all(aiol_loop *loop)
 {
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     for (size_t fd = 0; fd < loop->table_size; fd++) {
         if (loop->table[fd] != NULL) {
             remove_locked(loop, loop->table[fd]);
         }
     }
     free_deleted_locked(loop);
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
     free(loop->table);
     loop->table = NULL;
     loop->table_size = 0;
@@ -389,14 +414,14 @@ AIOL__HOT
 void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
                            const struct pollfd *fds, size_t n)
 {
-    pthread_mutex_lock(&loop->lock);
+    aiol__lock(loop);
     for (size_t i = 0; i < n; i++) {
         if (fds[i].revents != 0) {
             aiol__ready_add_host(ready, aiol__handler_lookup(loop, fds[i].fd),
                                  fds[i].revents);
         }
     }
-    pthread_mutex_unlock(&loop->lock);
+    aiol__unlock(loop);
 }
 
 AIOL__HOT

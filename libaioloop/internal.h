@@ -6,6 +6,7 @@
 #ifndef AIOLOOP_INTERNAL_H
 #define AIOLOOP_INTERNAL_H
 
+#include <assert.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -282,6 +283,15 @@ struct aiol_loop {
     /* Cold from here on. */
     bool single_thread; /* polled by one thread for life (an iothread's);
                            set before the first poll */
+    /*
+     * Debug contracts (aiol__assert_locked(), aiol__assert_poller()):
+     * aiol__thread_id() of loop->lock's holder and of the thread inside
+     * the outermost poll, 0 for none.  Written by that thread, read by any
+     * (relaxed: a check, never a synchronization).  Release builds leave
+     * them 0.
+     */
+    atomic_uint_fast64_t lock_owner;
+    atomic_uint_fast64_t poller;
     pid_t pid;          /* process whose kernel objects the loop holds
                            (getpid() at creation, or of the child after
                            aiol_loop_after_fork()); fork.c */
@@ -317,6 +327,55 @@ struct aiol_loop {
                                   none; polling thread */
     unsigned poll_skipped_waits; /* polling thread */
 };
+
+/* -------------------------------------------------- debug contracts */
+
+/*
+ * The thread and lock contracts the comments state ("under loop->lock",
+ * "polling thread") as assertions.  On in every build with assertions on
+ * (meson's default buildtypes, every test build); a release build
+ * (-Db_ndebug=true, buildtype=release) compiles them out entirely.
+ */
+#ifndef NDEBUG
+#define AIOL__CONTRACTS 1
+#endif
+
+/* Takes loop->lock, noting the holder for aiol__assert_locked(). */
+static inline void aiol__lock(aiol_loop *loop)
+{
+    pthread_mutex_lock(&loop->lock);
+#ifdef AIOL__CONTRACTS
+    atomic_store_explicit(&loop->lock_owner, aiol__thread_id(),
+                          memory_order_relaxed);
+#endif
+}
+
+/* Checks that the calling thread holds loop->lock. */
+#define aiol__assert_locked(loop)                                            \
+    assert(atomic_load_explicit(&(loop)->lock_owner, memory_order_relaxed) ==\
+               aiol__thread_id() &&                                          \
+           "loop->lock must be held here")
+
+static inline void aiol__unlock(aiol_loop *loop)
+{
+#ifdef AIOL__CONTRACTS
+    aiol__assert_locked(loop);
+    atomic_store_explicit(&loop->lock_owner, 0, memory_order_relaxed);
+#endif
+    pthread_mutex_unlock(&loop->lock);
+}
+
+/*
+ * Checks a polling-thread call: while a poll of @loop runs, only its
+ * thread may make it (a timer armed from another thread would race the
+ * run).  Between polls any one thread may.
+ */
+#define aiol__assert_poller(loop)                                            \
+    assert((atomic_load_explicit(&(loop)->poller, memory_order_relaxed) ==   \
+                0 ||                                                         \
+            atomic_load_explicit(&(loop)->poller, memory_order_relaxed) ==   \
+                aiol__thread_id()) &&                                        \
+           "a polling-thread call from another thread while the loop polls")
 
 /* ------------------------------------------------------- fd monitors */
 
@@ -417,6 +476,7 @@ extern const aiol__fdmon_ops aiol__fdmon_io_uring;
 int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
                        aiol_cqe_fn *done, void *opaque, aiol_uring_req **out);
 int aiol__uring_cancel(aiol_uring_req *req);
+aiol_loop *aiol__uring_req_loop(const aiol_uring_req *req);
 int aiol__uring_flush(aiol_loop *loop);
 unsigned aiol__uring_pending(aiol_loop *loop);
 #endif
@@ -426,6 +486,7 @@ unsigned aiol__uring_pending(aiol_loop *loop);
 /* Looks up the handler of @fd; caller holds loop->lock. */
 static inline aiol__handler *aiol__handler_lookup(aiol_loop *loop, int fd)
 {
+    aiol__assert_locked(loop);
     return (size_t)fd < loop->table_size ? loop->table[fd] : NULL;
 }
 

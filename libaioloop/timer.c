@@ -91,6 +91,7 @@ int aiol_clock_new(aiol_loop *loop, aiol_clock_now_fn *now, void *opaque,
 
     aiol__check(loop != NULL, "loop is NULL");
     aiol__check(now != NULL && out != NULL, "now or out is NULL");
+    aiol__assert_poller(loop);
     c = calloc(1, sizeof(*c));
     if (c == NULL) {
         return -ENOMEM;
@@ -114,6 +115,7 @@ void aiol_clock_free(aiol_clock *clock)
         return;
     }
     aiol__check(clock != clock->loop->mono, "the loop's own clock is not freed");
+    aiol__assert_poller(clock->loop);
     aiol__check(!clock->freed, "clock freed twice");
     aiol__check(clock->heap.n == 0, "clock freed while timers are armed");
     if (clock->running != 0) {
@@ -140,6 +142,7 @@ int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
     aiol__check(clock != NULL, "clock is NULL");
     aiol__check(!clock->freed, "clock was freed");
     aiol__check(cb != NULL && out != NULL, "cb or out is NULL");
+    aiol__assert_poller(clock->loop);
     t = malloc(sizeof(*t));
     if (t == NULL) {
         return -ENOMEM;
@@ -158,6 +161,7 @@ int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
     aiol__check(timer != NULL, "timer is NULL");
     c = timer->clock;
     aiol__check(!c->freed, "the timer's clock was freed");
+    aiol__assert_poller(c->loop);
     timer->seq = c->seq++;
     timer->expire = expire_ns;
     if (timer->idx != AIOL_HEAP_NONE) {
@@ -172,6 +176,7 @@ int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
 void aiol_timer_cancel(aiol_timer *timer)
 {
     aiol__check(timer != NULL, "timer is NULL");
+    aiol__assert_poller(timer->clock->loop);
     if (timer->idx != AIOL_HEAP_NONE) {
         aiol__timer_heap_remove(&timer->clock->heap, timer);
         timer->clock->loop->timers_armed--;

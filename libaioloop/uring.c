@@ -24,6 +24,7 @@ int aiol_uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
     if (!on_uring(loop)) {
         return -ENOTSUP;
     }
+    aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
     return aiol__uring_submit(loop, prep, done, opaque, out);
 #else
@@ -37,6 +38,7 @@ int aiol_uring_cancel(aiol_uring_req *req)
 {
     aiol__check(req != NULL, "req is NULL");
 #ifdef AIOL_HAVE_IO_URING
+    aiol__assert_poller(aiol__uring_req_loop(req));
     return aiol__uring_cancel(req);
 #else
     aiol__fail(__func__, "no io_uring request can exist in this build");
@@ -48,6 +50,7 @@ int aiol_uring_flush(aiol_loop *loop)
     if (!on_uring(loop)) {
         return -ENOTSUP;
     }
+    aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
     return aiol__uring_flush(loop);
 #else

@@ -1,0 +1,130 @@
+/*
+ * test_contracts.c - the debug-build contract assertions fire.
+ *
+ * The thread contracts of the headers ("polling thread", "one thread
+ * polls at a time") are assertions in builds with assertions on (every
+ * test build; internal.h, AIOL__CONTRACTS).  Each case breaks one in a
+ * forked child, from a second thread while the first sits in a blocking
+ * poll, and checks the child aborted with the assertion's message.  In a
+ * build with NDEBUG the assertions are compiled out and the suite skips.
+ * Once per backend.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "aioloop/aioloop.h"
+#include "testutil.h"
+
+typedef struct poller {
+    aiol_loop *loop;
+    pthread_t thread;
+    volatile int inside; /* set by the poller right before it blocks */
+} poller;
+
+static void on_noop(void *opaque)
+{
+    (void)opaque;
+}
+
+static void *poll_forever(void *arg)
+{
+    poller *p = arg;
+
+    p->inside = 1;
+    for (;;) {
+        aiol_loop_poll(p->loop, true);
+    }
+    return NULL;
+}
+
+/* Starts a thread that blocks in aiol_loop_poll() on a new loop. */
+static void poller_start(poller *p)
+{
+    p->loop = tu_loop_new();
+    p->inside = 0;
+    if (pthread_create(&p->thread, NULL, poll_forever, p) != 0) {
+        fprintf(stderr, "pthread_create failed\n");
+        abort();
+    }
+    while (!p->inside) {
+        usleep(1000);
+    }
+    usleep(20000); /* well inside the blocking wait now */
+}
+
+static void arm_timer_from_other_thread(void *arg)
+{
+    poller p;
+    aiol_timer *t;
+
+    (void)arg;
+    poller_start(&p);
+    /* aiol_timer_new() is a polling-thread call too: it must abort here */
+    (void)aiol_timer_new(aiol_loop_clock(p.loop), on_noop, NULL, &t);
+    fprintf(stderr, "no abort\n");
+}
+
+static void poll_from_two_threads(void *arg)
+{
+    poller p;
+
+    (void)arg;
+    poller_start(&p);
+    aiol_loop_poll(p.loop, false);
+    fprintf(stderr, "no abort\n");
+}
+
+static void check_child(void (*fn)(void *), const char *needle)
+{
+    char err[4096];
+    int status = tu_run_child(fn, NULL, err, sizeof(err));
+
+    if (WIFEXITED(status) && WEXITSTATUS(status) == TU_EXIT_SKIP) {
+        skip();
+    }
+    if (!tu_aborted_with(status, err, needle)) {
+        fail_msg("child status %d, stderr: %s", status, err);
+    }
+}
+
+static void test_polling_thread_call_from_other_thread(void **state)
+{
+    (void)state;
+    check_child(arm_timer_from_other_thread,
+                "a polling-thread call from another thread while the loop polls");
+}
+
+static void test_two_threads_poll(void **state)
+{
+    (void)state;
+    check_child(poll_from_two_threads, "a loop is polled by one thread at a time");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_polling_thread_call_from_other_thread),
+        cmocka_unit_test(test_two_threads_poll),
+    };
+
+#ifdef NDEBUG
+    printf("SKIP: assertions are compiled out (NDEBUG)\n");
+    return TU_EXIT_SKIP;
+#endif
+    aiol_loop_free(tu_loop_new()); /* exits 77 if the backend cannot run */
+    return cmocka_run_group_tests_name("contracts", tests, NULL, NULL);
+}
