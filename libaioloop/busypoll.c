@@ -44,7 +44,7 @@ int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
     return 0;
 }
 
-static bool node_live(const aiol__handler *node)
+static bool handler_alive(const aiol__handler *node)
 {
     /* Acquire pairs with the release store in retire_locked(). */
     return !atomic_load_explicit(&node->deleted, memory_order_acquire);
@@ -94,7 +94,7 @@ static bool node_poll_end(aiol__handler *node, aiol__ready_list *ready)
     if (node->ops.poll_end != NULL) {
         node->ops.poll_end(node->opaque);
     }
-    if (node_live(node) && node->ops.poll(node->opaque)) {
+    if (handler_alive(node) && node->ops.poll(node->opaque)) {
         if (ready != NULL) {
             aiol__ready_add(ready, node, AIOL__EV_POLL);
         }
@@ -138,7 +138,7 @@ static enum round_result poll_round(aiol_loop *loop, aiol__ready_list *ready,
     for (size_t i = 0; i < loop->npollers_snap; i++) {
         aiol__handler *node = loop->pollers_snap[i];
 
-        if (!node_live(node)) {
+        if (!handler_alive(node)) {
             continue;
         }
         /* Idle handlers fall back to their fd. */
@@ -156,7 +156,7 @@ static enum round_result poll_round(aiol_loop *loop, aiol__ready_list *ready,
                 node->ops.poll_begin(node->opaque);
             }
         }
-        if (node_live(node) && node->ops.poll(node->opaque)) {
+        if (handler_alive(node) && node->ops.poll(node->opaque)) {
             node->poll_progress_ns = now;
             aiol__ready_add(ready, node, AIOL__EV_POLL);
             res = ROUND_WORK;
@@ -205,7 +205,7 @@ bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready)
     for (size_t i = 0; i < loop->npollers_snap; i++) {
         aiol__handler *node = loop->pollers_snap[i];
 
-        if (node_live(node) && node->poll_started) {
+        if (handler_alive(node) && node->poll_started) {
             found |= node_poll_end(node, ready);
         }
     }

@@ -37,28 +37,6 @@ int aiol_loop_get_fd(aiol_loop *loop)
 }
 
 AIOL__HOT
-int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
-{
-    int64_t d, deadline;
-
-    /* seq_cst: pairs with F2 in aiol_loop_notify() (see the top). */
-    if (atomic_load_explicit(&loop->notified, memory_order_seq_cst) ||
-        loop->poll_recheck ||
-        (loop->mon->pending != NULL && loop->mon->pending(loop))) {
-        return 0;
-    }
-    /* (inline checks skip each source that has nothing: internal.h) */
-    deadline = aiol__bh_deadline(loop, now);
-    if (deadline == 0) {
-        return 0;
-    }
-    d = aiol__timers_deadline(loop, now);
-    deadline = d < deadline ? d : deadline;
-    d = aiol__phases_deadline(loop, now);
-    return d < deadline ? d : deadline;
-}
-
-AIOL__HOT
 int64_t aiol_loop_prepare(aiol_loop *loop)
 {
     aiol__now now = AIOL__NOW_LAZY;
@@ -178,6 +156,41 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     return ret < 0 ? ret : (int)n;
 }
 
+/*
+ * Queues @node (may be NULL) with what a host's poll(2) reported for its
+ * fd: nothing for no events or POLLNVAL, else its events with hang-up and
+ * error.
+ */
+static void ready_add_host(aiol__ready_list *ready, aiol__handler *node,
+                           short revents)
+{
+    if (node != NULL && node->events != 0 && revents != 0 &&
+        !(revents & POLLNVAL)) {
+        aiol__ready_add(ready, node,
+                        aiol__events_from_poll((unsigned short)revents) &
+                            (node->events | AIOL__EV_HUP | AIOL__EV_ERR));
+    }
+}
+
+/*
+ * Under no lock; polling thread.  Queues on @ready the handlers of the
+ * @n fds whose revents a host's poll filled in, looking each up in the
+ * table (aiol__embed_ready() without its lock-free fast path).
+ */
+AIOL__HOT
+static void ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
+                            const struct pollfd *fds, size_t n)
+{
+    aiol__lock(loop);
+    for (size_t i = 0; i < n; i++) {
+        if (fds[i].revents != 0) {
+            ready_add_host(ready, aiol__handler_lookup(loop, fds[i].fd),
+                                 fds[i].revents);
+        }
+    }
+    aiol__unlock(loop);
+}
+
 AIOL__HOT
 void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
                        const struct pollfd *fds, size_t n)
@@ -186,17 +199,17 @@ void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
     size_t i;
 
     if (n != c->n || !embed_current(loop)) {
-        aiol__ready_from_host(loop, ready, fds, n);
+        ready_from_host(loop, ready, fds, n);
         return;
     }
     for (i = 0; i < n && fds[i].fd == c->ent[i].pfd.fd; i++) {
     }
     if (i < n) {
-        aiol__ready_from_host(loop, ready, fds, n); /* not our list */
+        ready_from_host(loop, ready, fds, n); /* not our list */
         return;
     }
     for (i = 0; i < n; i++) {
-        aiol__ready_add_host(ready, c->ent[i].node, fds[i].revents);
+        ready_add_host(ready, c->ent[i].node, fds[i].revents);
     }
 }
 

@@ -411,20 +411,6 @@ static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
 }
 
 AIOL__HOT
-void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
-                           const struct pollfd *fds, size_t n)
-{
-    aiol__lock(loop);
-    for (size_t i = 0; i < n; i++) {
-        if (fds[i].revents != 0) {
-            aiol__ready_add_host(ready, aiol__handler_lookup(loop, fds[i].fd),
-                                 fds[i].revents);
-        }
-    }
-    aiol__unlock(loop);
-}
-
-AIOL__HOT
 bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready)
 {
     aiol__handler *node;

@@ -504,22 +504,6 @@ static inline void aiol__ready_add(aiol__ready_list *ready,
     AIOL_LIST_INSERT_HEAD(ready, node, node_ready);
 }
 
-/*
- * Queues @node (may be NULL) with what a host's poll(2) reported for its
- * fd: nothing for no events or POLLNVAL, else its events with hang-up and
- * error.
- */
-static inline void aiol__ready_add_host(aiol__ready_list *ready,
-                                        aiol__handler *node, short revents)
-{
-    if (node != NULL && node->events != 0 && revents != 0 &&
-        !(revents & POLLNVAL)) {
-        aiol__ready_add(ready, node,
-                        aiol__events_from_poll((unsigned short)revents) &
-                            (node->events | AIOL__EV_HUP | AIOL__EV_ERR));
-    }
-}
-
 /* Finishes the monitor's own outstanding work (first step of teardown). */
 void aiol__loop_quiesce(aiol_loop *loop);
 
@@ -539,13 +523,6 @@ void aiol__loop_forget_forked(aiol_loop *loop);
 /* Frees every handler in the table and on the deleted list (loop teardown). */
 void aiol__handlers_free_all(aiol_loop *loop);
 
-/*
- * Under no lock; polling thread.  Queues on @ready the handlers of the
- * @n fds whose revents a host's poll filled in (aiol_loop_dispatch_fds()):
- * aiol__embed_ready() without its lock-free fast path.
- */
-void aiol__ready_from_host(aiol_loop *loop, aiol__ready_list *ready,
-                           const struct pollfd *fds, size_t n);
 /* The same, inside a walk (after aiol__walk_begin()); embed.c. */
 void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
                        const struct pollfd *fds, size_t n);

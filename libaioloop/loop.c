@@ -37,32 +37,6 @@ static const aiol__fdmon_ops *const monitors[] = {
 };
 #define N_MONITORS (sizeof(monitors) / sizeof(monitors[0]))
 
-int64_t aiol_clock_now_ns(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
-bool aiol__deadline_to_timespec(int64_t deadline_ns, struct timespec *ts)
-{
-    int64_t rel = 0;
-
-    if (deadline_ns == AIOL_DEADLINE_NONE) {
-        return false;
-    }
-    if (deadline_ns > 0) {
-        rel = deadline_ns - aiol_clock_now_ns();
-        if (rel < 0) {
-            rel = 0;
-        }
-    }
-    ts->tv_sec = rel / 1000000000;
-    ts->tv_nsec = rel % 1000000000;
-    return true;
-}
-
 /* Undoes loop_start() whatever stage it reached. */
 void aiol__loop_quiesce(aiol_loop *loop)
 {
@@ -184,6 +158,28 @@ const char *aiol_loop_backend(const aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
     return loop->mon->name;
+}
+
+AIOL__HOT
+int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
+{
+    int64_t d, deadline;
+
+    /* seq_cst: pairs with F2 in aiol_loop_notify() (see the top). */
+    if (atomic_load_explicit(&loop->notified, memory_order_seq_cst) ||
+        loop->poll_recheck ||
+        (loop->mon->pending != NULL && loop->mon->pending(loop))) {
+        return 0;
+    }
+    /* (inline checks skip each source that has nothing: internal.h) */
+    deadline = aiol__bh_deadline(loop, now);
+    if (deadline == 0) {
+        return 0;
+    }
+    d = aiol__timers_deadline(loop, now);
+    deadline = d < deadline ? d : deadline;
+    d = aiol__phases_deadline(loop, now);
+    return d < deadline ? d : deadline;
 }
 
 /*

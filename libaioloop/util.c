@@ -3,6 +3,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 
 #include "internal.h"
 
@@ -73,4 +74,36 @@ int aiol__fd_list_mark(int **v, size_t *n, size_t *cap, bool *listed, int fd)
 
     *listed = *listed || ret == 0;
     return ret;
+}
+
+/* The shared AIOL__EV_* <-> poll bit mapping holds for epoll's bits too. */
+_Static_assert(EPOLLIN == POLLIN && EPOLLOUT == POLLOUT &&
+               EPOLLERR == POLLERR && EPOLLHUP == POLLHUP &&
+               EPOLLRDHUP == POLLRDHUP, "epoll and poll bits differ");
+
+int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
+                       unsigned nev)
+{
+    struct epoll_event ev = { .events = aiol__events_to_poll(nev),
+                              .data.fd = fd };
+    int op;
+
+    if (oev == nev) {
+        return 0; /* unchanged re-arm: nothing for the kernel */
+    }
+    op = oev == 0 ? EPOLL_CTL_ADD : nev == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
+    loop->stats.monitor_ctls++;
+    if (epoll_ctl(epfd, op, fd, &ev) == 0) {
+        return 0;
+    }
+    if (op == EPOLL_CTL_DEL && (errno == EBADF || errno == ENOENT)) {
+        return 0;
+    }
+    if (op == EPOLL_CTL_MOD && errno == ENOENT) {
+        loop->stats.monitor_ctls++;
+        if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
+            return 0;
+        }
+    }
+    return -errno;
 }
