@@ -50,26 +50,41 @@ static bool handler_alive(const aiol__handler *node)
     return !atomic_load_explicit(&node->deleted, memory_order_acquire);
 }
 
-/* Polling thread.  Brings the snapshot up to date with loop->pollers. */
+int aiol__busy_poll_reserve(aiol_loop *loop, size_t n)
+{
+    aiol__assert_locked(loop);
+    if (loop->pollers_snap_cap >= n) {
+        return 0;
+    }
+    return aiol__reserve(&loop->pollers_spare, &loop->pollers_spare_cap, n,
+                         sizeof(*loop->pollers_spare));
+}
+
+/*
+ * Polling thread, between rounds.  Brings the snapshot up to date with
+ * loop->pollers; never allocates (aiol__busy_poll_reserve()).
+ */
 static void snapshot_refresh(aiol_loop *loop)
 {
     aiol__handler *node;
-    unsigned gen;
     size_t n = 0;
 
     aiol__lock(loop);
-    gen = atomic_load_explicit(&loop->pollers_gen, memory_order_relaxed);
+    if (loop->pollers_snap_cap < loop->npollers) {
+        aiol__check(loop->pollers_spare_cap >= loop->npollers,
+                    "no room reserved for the busy-poll snapshot");
+        free(loop->pollers_snap); /* ours: no round is walking it now */
+        loop->pollers_snap = loop->pollers_spare;
+        loop->pollers_snap_cap = loop->pollers_spare_cap;
+        loop->pollers_spare = NULL;
+        loop->pollers_spare_cap = 0;
+    }
     AIOL_LIST_FOREACH(node, &loop->pollers, node_poll) {
-        if (aiol__reserve(&loop->pollers_snap, &loop->pollers_snap_cap, n + 1,
-                          sizeof(*loop->pollers_snap)) < 0) {
-            break; /* keep the old generation: retried next time */
-        }
         loop->pollers_snap[n++] = node;
     }
-    if (node == NULL) {
-        loop->pollers_snap_gen = gen;
-    }
     loop->npollers_snap = n;
+    loop->pollers_snap_gen = atomic_load_explicit(&loop->pollers_gen,
+                                                  memory_order_relaxed);
     aiol__unlock(loop);
 }
 
@@ -250,6 +265,7 @@ void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns)
 void aiol__busy_poll_fini(aiol_loop *loop)
 {
     free(loop->pollers_snap);
-    loop->pollers_snap = NULL;
-    loop->npollers_snap = loop->pollers_snap_cap = 0;
+    free(loop->pollers_spare);
+    loop->pollers_snap = loop->pollers_spare = NULL;
+    loop->npollers_snap = loop->pollers_snap_cap = loop->pollers_spare_cap = 0;
 }

@@ -37,7 +37,10 @@
  * reports for them and what the poll and io_uring monitors do.  An fd
  * that is closed when its ADD reaches the kernel (EBADF) is not watched
  * (no callback) until its handler changes, as on io_uring and poll, and
- * counted in stats.bad_fds.
+ * counted in stats.bad_fds.  An ADD or MOD the kernel refuses for now
+ * (ENOMEM; ENOSPC, max_user_watches reached) stays dirty and is retried
+ * by the next flush, and a wait sleeps at most RETRY_NS meanwhile, so
+ * such a handler is late, never lost.
  *
  * Threading: update() runs under loop->lock; the dirty and always-ready
  * lists are only touched under it.  A change made while the polling thread
@@ -55,6 +58,9 @@
 
 #define EVENTS_MIN 64
 #define EVENTS_MAX 1024
+/* A registration the kernel refused for now (ENOMEM, ENOSPC) is retried
+ * by the next flush; a wait lasts at most this long meanwhile. */
+#define RETRY_NS (1000 * 1000)
 
 /* Per fd number; under loop->lock. */
 typedef struct epoll_fd {
@@ -180,7 +186,11 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     if (oev == nev) {
         return 0; /* unchanged re-arm: nothing for the kernel */
     }
-    ret = reserve_fd(s, fd);
+    /*
+     * A removal needs no room: the fd got it when it was added.  So a
+     * removal cannot fail, and its DEL always reaches the kernel.
+     */
+    ret = nev != 0 ? reserve_fd(s, fd) : 0;
     if (ret < 0) {
         return ret;
     }
@@ -200,8 +210,12 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     return 0;
 }
 
-/* Under loop->lock.  Brings @fd's registration in line with its handler. */
-static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
+/*
+ * Under loop->lock.  Brings @fd's registration in line with its handler.
+ * Returns true when the kernel refused it for now (out of memory or of
+ * max_user_watches): the fd must be tried again.
+ */
+static bool sync_fd(aiol_loop *loop, epoll_state *s, int fd)
 {
     aiol__handler *node = aiol__handler_lookup(loop, fd);
     unsigned want = node ? node->events : 0u;
@@ -212,10 +226,10 @@ static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
     st->dirty = false;
     if (st->always != 0) {
         st->always = (uint8_t)want; /* still unpollable; 0 cannot happen */
-        return;
+        return false;
     }
     if (want == st->kernel) {
-        return;
+        return false;
     }
     ret = aiol__epoll_change(loop, s->epfd, fd, st->kernel, want);
     if (ret == 0) {
@@ -229,19 +243,29 @@ static void sync_fd(aiol_loop *loop, epoll_state *s, int fd)
         atomic_store_explicit(&s->has_always, true, memory_order_relaxed);
     } else if (ret == -EBADF) {
         loop->stats.bad_fds++; /* closed before it reached the kernel */
+    } else if (ret == -ENOMEM || ret == -ENOSPC) {
+        return true;
     }
-    /* not watched until its handler changes */
+    /* (any other refusal: not watched until its handler changes) */
+    return false;
 }
 
 /* Under loop->lock.  Hands every pending change to the kernel. */
 static void flush_locked(aiol_loop *loop, epoll_state *s)
 {
+    size_t keep = 0;
+
     aiol__assert_locked(loop);
     for (size_t i = 0; i < s->ndirty; i++) {
-        sync_fd(loop, s, s->dirty[i]);
+        int fd = s->dirty[i];
+
+        if (sync_fd(loop, s, fd)) {
+            s->fds[fd].dirty = true; /* refused for now: stays listed */
+            s->dirty[keep++] = fd;
+        }
     }
-    s->ndirty = 0;
-    atomic_store_explicit(&s->has_dirty, false, memory_order_relaxed);
+    s->ndirty = keep;
+    atomic_store_explicit(&s->has_dirty, keep != 0, memory_order_relaxed);
 }
 
 /*
@@ -366,6 +390,13 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
     loop->stats.monitor_waits++;
     end_direct(loop, s);
     epoll_flush(loop);
+    if (deadline_ns != 0 &&
+        atomic_load_explicit(&s->has_dirty, memory_order_relaxed)) {
+        /* a registration the kernel refused: do not sleep long on it */
+        int64_t retry = aiol_clock_now_ns() + RETRY_NS;
+
+        deadline_ns = deadline_ns < retry ? deadline_ns : retry;
+    }
     always = atomic_load_explicit(&s->has_always, memory_order_relaxed);
     while ((n = epoll_wait_once(s, always ? 0 : deadline_ns)) < 0) {
         if (errno != EINTR) {

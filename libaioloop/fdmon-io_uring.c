@@ -243,7 +243,12 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     if (oev == nev) {
         return 0; /* unchanged re-arm */
     }
-    ret = reserve_fd(s, fd);
+    /*
+     * A removal (nev 0, so oev was not) needs no room: the fd got it when
+     * it was added.  So a removal cannot fail, and never leaves a poll
+     * armed for a handler that is gone.
+     */
+    ret = nev != 0 ? reserve_fd(s, fd) : 0;
     if (ret < 0) {
         return ret;
     }

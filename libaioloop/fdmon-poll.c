@@ -46,6 +46,16 @@ typedef struct poll_state {
     size_t spare_cap;     /* lock */
     int embed_epfd;      /* epoll mirror for a host loop, or -1; lock */
     bool direct;         /* the host polls the fds: mirror kept empty; lock */
+    /*
+     * Entries the mirror refused (EPERM: regular files and other files
+     * without a poll method), by slot, like pfds; and their count.  While
+     * there are any, a host sleeping on the mirror would never hear of
+     * them, so pending() says "do not sleep" (as epoll's always-ready
+     * list does).  lock; has_unmirrored is read without it.
+     */
+    bool *unmirrored;       /* lock; cap entries */
+    size_t nunmirrored;     /* lock */
+    atomic_bool has_unmirrored; /* mirror in use, not direct, nunmirrored */
 } poll_state;
 
 static int poll_init(aiol_loop *loop)
@@ -70,6 +80,7 @@ static void poll_fini(aiol_loop *loop)
     free(s->pfds);
     free(s->copy);
     free(s->spare);
+    free(s->unmirrored);
     free(s);
     loop->mon_state = NULL;
 }
@@ -80,13 +91,39 @@ static void poll_fini(aiol_loop *loop)
  */
 static int reserve_slot(poll_state *s)
 {
+    size_t cap = s->cap, ucap = s->cap;
     int ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
 
+    if (ret == 0 && s->cap > cap) {
+        /* (ucap: the flags' capacity, always s->cap's old value) */
+        ret = aiol__reserve(&s->unmirrored, &ucap, s->cap,
+                            sizeof(*s->unmirrored));
+        if (ret < 0) {
+            s->cap = cap; /* pfds grew, the flags did not: use the old size */
+        }
+    }
     if (ret == 0 && s->copy_cap < s->cap) {
         ret = aiol__reserve(&s->spare, &s->spare_cap, s->cap,
                             sizeof(*s->spare));
     }
     return ret;
+}
+
+/* Under loop->lock.  Re-derives has_unmirrored after a change. */
+static void unmirrored_sync(poll_state *s)
+{
+    atomic_store_explicit(&s->has_unmirrored,
+                          s->embed_epfd >= 0 && !s->direct &&
+                              s->nunmirrored != 0,
+                          memory_order_relaxed);
+}
+
+/* Under loop->lock.  Records whether the mirror refused slot @slot. */
+static void unmirrored_set(poll_state *s, long slot, bool refused)
+{
+    s->nunmirrored += (size_t)refused - (size_t)s->unmirrored[slot];
+    s->unmirrored[slot] = refused;
+    unmirrored_sync(s);
 }
 
 /*
@@ -99,46 +136,53 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
 {
     poll_state *s = loop->mon_state;
     long slot = old ? old->mon_slot : -1;
+    unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
+    bool refused = slot >= 0 && s->unmirrored[slot]; /* unchanged re-arm */
 
     aiol__assert_locked(loop);
-    if (new_ != NULL && new_->events != 0 && slot < 0) {
+    if (nev != 0 && slot < 0) {
         int ret = reserve_slot(s);
 
         if (ret < 0) {
             return ret;
         }
     }
-    if (s->embed_epfd >= 0 && !s->direct) {
+    if (s->embed_epfd >= 0 && !s->direct && oev != nev) {
         int ret = aiol__epoll_change(loop, s->embed_epfd,
-                                     old ? old->fd : new_->fd,
-                                     old ? old->events : 0u,
-                                     new_ ? new_->events : 0u);
+                                     old ? old->fd : new_->fd, oev, nev);
         /*
-         * poll watches regular files (epoll refuses them: EPERM); a closed
-         * fd (EBADF) is found out by the wait, as POLLNVAL.
+         * poll watches regular files (epoll refuses them: EPERM, and
+         * pending() keeps a host awake for them); a closed fd (EBADF) is
+         * found out by the wait, as POLLNVAL.
          */
         if (ret < 0 && ret != -EPERM && ret != -EBADF) {
             return ret;
         }
+        refused = ret == -EPERM;
     }
 
-    if (new_ != NULL && new_->events != 0) {
+    if (nev != 0) {
         if (slot < 0) {
             slot = (long)s->n++; /* room: reserve_slot() */
         }
         s->pfds[slot].fd = new_->fd;
-        s->pfds[slot].events = (short)aiol__events_to_poll(new_->events);
+        s->pfds[slot].events = (short)aiol__events_to_poll(nev);
         s->pfds[slot].revents = 0;
         new_->mon_slot = slot;
+        unmirrored_set(s, slot, refused);
         return 0;
     }
     if (slot >= 0) {
-        struct pollfd *last = &s->pfds[s->n - 1];
+        size_t last = s->n - 1;
 
-        if ((size_t)slot != s->n - 1) {
-            int last_fd = last->fd < 0 ? -last->fd - 1 : last->fd;
+        unmirrored_set(s, slot, false);
+        if ((size_t)slot != last) {
+            int last_fd = s->pfds[last].fd < 0 ? -s->pfds[last].fd - 1
+                                               : s->pfds[last].fd;
 
-            s->pfds[slot] = *last;
+            s->pfds[slot] = s->pfds[last];
+            s->unmirrored[slot] = s->unmirrored[last];
+            s->unmirrored[last] = false;
             loop->table[last_fd]->mon_slot = slot;
         }
         s->n--;
@@ -223,6 +267,10 @@ static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
     int ret = 0;
 
     aiol__assert_locked(loop);
+    s->nunmirrored = 0; /* recounted below; the caller syncs the flag */
+    if (s->n > 0) {
+        memset(s->unmirrored, 0, s->n * sizeof(*s->unmirrored));
+    }
     for (size_t i = 0; ret == 0 && i < s->n; i++) {
         aiol__handler *node = loop->table[s->pfds[i].fd < 0
                                           ? -s->pfds[i].fd - 1
@@ -230,6 +278,8 @@ static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
         ret = aiol__epoll_change(loop, epfd, node->fd,
                                  add ? 0u : node->events,
                                  add ? node->events : 0u);
+        s->nunmirrored += add && ret == -EPERM;
+        s->unmirrored[i] = add && ret == -EPERM;
         ret = ret == -EPERM || ret == -EBADF ? 0 : ret;
     }
     return ret;
@@ -256,6 +306,7 @@ static bool poll_host_direct(aiol_loop *loop, bool direct)
         /* (a failed refill leaves those fds out until they change) */
         (void)mirror_fill(loop, s, s->embed_epfd, !direct);
     }
+    unmirrored_sync(s);
     return direct;
 }
 
@@ -277,6 +328,7 @@ static int poll_get_fd(aiol_loop *loop)
         ret = epfd < 0 ? -errno : mirror_fill(loop, s, epfd, true);
         if (ret == 0) {
             s->embed_epfd = epfd;
+            unmirrored_sync(s);
         } else if (epfd >= 0) {
             close(epfd);
         }
@@ -296,6 +348,14 @@ static void poll_forget(aiol_loop *loop)
     poll_fini(loop);
 }
 
+/* True while a host on the mirror must not sleep (see has_unmirrored). */
+static bool poll_pending(aiol_loop *loop)
+{
+    poll_state *s = loop->mon_state;
+
+    return atomic_load_explicit(&s->has_unmirrored, memory_order_relaxed);
+}
+
 const aiol__fdmon_ops aiol__fdmon_poll = {
     .name = "poll",
     .init = poll_init,
@@ -303,6 +363,7 @@ const aiol__fdmon_ops aiol__fdmon_poll = {
     .forget = poll_forget,
     .update = poll_update,
     .wait = poll_wait,
+    .pending = poll_pending,
     .get_fd = poll_get_fd,        /* an epoll mirror, made on demand */
     .host_direct = poll_host_direct,
     .host_may_poll = true,

@@ -167,8 +167,10 @@ static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
     }
     if (add) {
         AIOL_LIST_INSERT_HEAD(&loop->pollers, node, node_poll);
-    } else {
-        AIOL_LIST_SAFE_REMOVE(node, node_poll);
+        loop->npollers++; /* (room: aiol__busy_poll_reserve()) */
+    } else if (AIOL_LIST_IS_INSERTED(node, node_poll)) {
+        AIOL_LIST_REMOVE(node, node_poll);
+        loop->npollers--;
     }
     /* Release pairs with the acquire load in aiol__busy_poll(). */
     atomic_fetch_add_explicit(&loop->pollers_gen, 1, memory_order_release);
@@ -249,6 +251,10 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
             aiol__unlock(loop);
             return 0;
         }
+        if (!fd_in_bounds(loop, fd)) {
+            aiol__unlock(loop);
+            return -EBADF;
+        }
         /*
          * malloc, not calloc: glibc's calloc bypasses the per-thread cache,
          * and churn (add, remove, add...) then pays the arena's free path
@@ -267,10 +273,10 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         }
         goto out;
     }
-    ret = fd_in_bounds(loop, fd) ? 0 : -EBADF;
-    if (ret == 0) {
-        ret = aiol__reserve(&loop->table, &loop->table_size, (size_t)fd + 1,
-                            sizeof(*loop->table));
+    ret = aiol__reserve(&loop->table, &loop->table_size, (size_t)fd + 1,
+                        sizeof(*loop->table));
+    if (ret == 0 && node->ops.poll != NULL) {
+        ret = aiol__busy_poll_reserve(loop, loop->npollers + 1);
     }
     if (ret == 0) {
         ret = loop->mon->update(loop, old, node);

@@ -318,10 +318,20 @@ struct aiol_loop {
 
     /* Busy polling, see busypoll.c. */
     AIOL_LIST_HEAD(, aiol__handler) pollers; /* handlers with poll(); lock */
+    size_t npollers;           /* on pollers; lock */
+    /*
+     * Room for the next snapshot, so refreshing it never allocates (a
+     * refresh cut short by ENOMEM would drop handlers whose poll_end is
+     * due): handler.c keeps the larger of pollers_snap_cap and
+     * pollers_spare_cap at least npollers.  lock.
+     */
+    aiol__handler **pollers_spare;
+    size_t pollers_spare_cap;  /* lock */
     atomic_uint pollers_gen;   /* bumped (release) on pollers changes; lock */
     unsigned pollers_snap_gen; /* gen of pollers_snap; polling thread */
-    aiol__handler **pollers_snap; /* polling thread */
-    size_t npollers_snap, pollers_snap_cap; /* polling thread */
+    aiol__handler **pollers_snap; /* polling thread; replaced under lock */
+    size_t npollers_snap;      /* polling thread */
+    size_t pollers_snap_cap;   /* polling thread; written under lock */
     int64_t poll_grow, poll_shrink; /* polling thread */
     int64_t bh_idle_seen_ns;   /* when an idle BH was first seen pending, 0:
                                   none; polling thread */
@@ -651,6 +661,11 @@ bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready);
  * iteration polls once.  Returns whether there was any.
  */
 bool aiol__busy_poll_stop_for_host(aiol_loop *loop);
+/*
+ * Under loop->lock.  Makes room for a snapshot of @n polled handlers, so
+ * the next refresh cannot fail.  0 or -ENOMEM.
+ */
+int aiol__busy_poll_reserve(aiol_loop *loop, size_t n);
 /* Marks @node as having made progress through its fd. */
 void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node);
 void aiol__busy_poll_fini(aiol_loop *loop);

@@ -753,6 +753,39 @@ static void test_embed_idle_bh_becomes_due(void **state)
     aiol_loop_free(loop);
 }
 
+/*
+ * A regular file is always ready (fd.h), also for a host sleeping on the
+ * loop fd: epoll refuses regular files, so on epoll and on the poll
+ * backend's mirror prepare() must say "do not sleep" (on the poll
+ * backend the host used to sleep to its timeout and never dispatch).
+ */
+static void test_embed_regular_file_wakes_host(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    char path[] = "/tmp/aiol-embed-XXXXXX";
+    int lfd = loop_fd(loop), file = mkstemp(path), calls = 0;
+
+    (void)state;
+    assert_true(file >= 0);
+    unlink(path);
+    assert_int_equal(aiol_fd_set(loop, file, cb_count, NULL, NULL, &calls), 0);
+    for (int round = 0; round < 3; round++) {
+        int64_t d = aiol_loop_prepare(loop);
+        bool readable = fd_readable(lfd, d == 0 ? 0 : 2000);
+
+        if (aiol_loop_check(loop) || readable) {
+            aiol_loop_dispatch(loop);
+        }
+        assert_int_equal(calls, round + 1);
+    }
+    assert_int_equal(aiol_fd_remove(loop, file), 0);
+    /* without the file the host may sleep again */
+    assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
+    aiol_loop_check(loop);
+    close(file);
+    aiol_loop_free(loop);
+}
+
 #define T(f) cmocka_unit_test_setup(f, reset)
 
 int main(void)
@@ -769,6 +802,7 @@ int main(void)
         T(test_embed_phase_deadline_and_progress),
         T(test_embed_phase_runs_after_other_work),
         T(test_embed_idle_bh_becomes_due),
+        T(test_embed_regular_file_wakes_host),
     };
     char name[64];
 

@@ -2,7 +2,7 @@
  * test_faults.c - allocation-failure sweeps and syscall faults (fault.h).
  *
  * The sweep runs one representative workload (a loop with 80 pipe
- * handlers, a regular file, bottom halves, a one-shot, timers, a phase,
+ * handlers with busy-poll callbacks, a regular file, bottom halves, a one-shot, timers, a phase,
  * io_uring requests on io_uring; once plain and once embedded) again and
  * again, failing its 1st allocation, then its 2nd, and so on until a run
  * makes fewer allocations than the armed number.  In every run:
@@ -74,6 +74,13 @@ static void on_pipe(void *opaque)
 
     W.pipe_calls[i]++;
     tu_pipe_drain(W.pipes[i][0]);
+}
+
+/* A busy-poll callback that never finds work: the handler is a poller. */
+static bool on_pipe_poll(void *opaque)
+{
+    (void)opaque;
+    return false;
 }
 
 static void on_file(void *opaque)
@@ -194,7 +201,7 @@ static void workload_setup(const char *backend)
         TRY(get_fd_ok(loop)); /* poll: the epoll mirror; io_uring: shared ring */
     }
     for (int i = 0; i < NPIPES; i++) {
-        TRY(aiol_fd_set(loop, W.pipes[i][0], on_pipe, NULL, NULL,
+        TRY(aiol_fd_set(loop, W.pipes[i][0], on_pipe, NULL, on_pipe_poll,
                         (void *)(intptr_t)i));
     }
     TRY(aiol_fd_set(loop, W.file_fd, on_file, NULL, NULL, NULL));
@@ -384,6 +391,52 @@ static void test_no_memory_at_all(void **state)
     assert_null(loop);
 }
 
+static int pipe_reads;
+
+static void on_pipe_count(void *opaque)
+{
+    pipe_reads++;
+    tu_pipe_drain((int)(intptr_t)opaque);
+}
+
+/*
+ * epoll: a deferred ADD the kernel refuses for now (ENOMEM, or ENOSPC once
+ * max_user_watches is reached) is retried, so the handler runs late
+ * instead of never; a blocking poll does not sleep past the retry.
+ */
+static void test_epoll_add_refused_for_now(void **state)
+{
+    static const int errs[] = { ENOMEM, ENOSPC };
+    const char *b = tu_backend_requested();
+
+    (void)state;
+    if (b == NULL || strcmp(b, "epoll") != 0) {
+        skip();
+    }
+    for (size_t i = 0; i < sizeof(errs) / sizeof(errs[0]); i++) {
+        aiol_loop *loop = tu_loop_new();
+        int p[2];
+
+        pipe_reads = 0;
+        aiol_loop_poll(loop, false); /* the notifier reaches the kernel */
+        tu_pipe(p);
+        assert_int_equal(aiol_fd_set(loop, p[0], on_pipe_count, NULL, NULL,
+                                     (void *)(intptr_t)p[0]), 0);
+        tu_pipe_signal(p[1]);
+        tf_fail_at(TF_EPOLL_CTL, 1, errs[i]);
+        for (int n = 0; n < 50 && pipe_reads == 0; n++) {
+            aiol_loop_poll(loop, true); /* never forever: the retry */
+        }
+        assert_int_equal(tf_failed(TF_EPOLL_CTL), 1);
+        tf_disarm();
+        assert_int_equal(pipe_reads, 1);
+        assert_int_equal(aiol_fd_remove(loop, p[0]), 0);
+        aiol_loop_free(loop);
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
 #ifdef AIOL_HAVE_IO_URING
 static bool on_uring(void)
 {
@@ -501,6 +554,7 @@ int main(void)
         cmocka_unit_test(test_eventfd_emfile),
         cmocka_unit_test(test_monitor_emfile),
         cmocka_unit_test(test_no_memory_at_all),
+        cmocka_unit_test(test_epoll_add_refused_for_now),
 #ifdef AIOL_HAVE_IO_URING
         cmocka_unit_test(test_get_fd_emfile),
         cmocka_unit_test(test_multishot_no_memory),
