@@ -2,9 +2,8 @@
  * test_embed.c - driving a loop from a host loop (get_fd, prepare, check,
  * dispatch) and embedder phases, run once per backend.
  *
- * The poll backend has no loop fd (aiol_loop_get_fd() gives -ENOTSUP):
- * tests that need the fd skip there; prepare, check, dispatch and phases
- * are tested on every backend.  The host's poll(2) on the loop fd uses a
+ * Every backend has a loop fd (the poll backend's is an epoll mirror of
+ * its fds, made on demand).  The host's poll(2) on the loop fd uses a
  * zero timeout wherever the answer must already be known, so no test
  * waits on wall-clock time except for a deadline the test itself set.
  */

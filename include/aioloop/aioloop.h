@@ -4,7 +4,8 @@
  * libaioloop is an event loop for virtualization and systems services: fd
  * handlers with O(1) add, remove and dispatch, safe nested polling, bottom
  * halves, timers, cross-thread notify, adaptive busy polling, embedding in
- * other main loops, and pluggable fd monitors (epoll, poll).  Link with `pkg-config aioloop`.
+ * other main loops, and pluggable fd monitors (epoll, io_uring, poll).
+ * Link with `pkg-config aioloop`.
  *
  * Every public name starts with aiol_; every function is aiol_<noun>_<verb>;
  * calls that can fail return 0 or a negative errno.

@@ -95,8 +95,9 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  * from a dispatched callback).
  * @return the number of entries; -ENOSPC when more than @p max fds are
  *         watched; -EBUSY on io_uring while aioloop/uring.h requests are
- *         in flight, since their completions arrive on the ring; -ENOTSUP
- *         on a backend without direct embedding.  On error, poll
+ *         in flight, since their completions arrive on the ring, or while
+ *         the ring has too little room to cancel every poll; -ENOTSUP on
+ *         a backend without direct embedding (none of the built-in ones).  On error, poll
  *         aiol_loop_get_fd() this round.
  */
 int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);

@@ -75,17 +75,21 @@ typedef struct aiol_fd_ops {
  *
  * Setting a handler makes no syscall: every backend hands new
  * registrations to the kernel at its next wait (or aiol_loop_prepare()).
+ * (One exception: the poll backend, once aiol_loop_get_fd() made its
+ * epoll mirror, changes the mirror at once, and reports its errors.)
  * So an fd that is closed by then, or was already closed when it was set,
  * is not refused here: the monitor finds it out, never runs the handler's
- * callbacks and stops watching it until the handler is set again;
+ * callbacks and stops watching it until the handler is set again with
+ * other events, or removed and set again;
  * aiol_loop_stats.bad_fds counts such cases.  Close an fd only after
  * removing its handler.
  *
  * @return 0; -EBADF for a negative fd or one at or above the hard
  *         RLIMIT_NOFILE (no open fd can have that number; the check keeps
  *         a stray number from growing the fd-indexed tables to its size);
- *         -ENOMEM.  On error the loop is unchanged: a previous handler
- *         stays.
+ *         -ENOMEM; on the poll backend with an embedding mirror, what
+ *         epoll_ctl gives (-ENOSPC: max_user_watches).  On error the loop
+ *         is unchanged: a previous handler stays.
  */
 int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
                     void *opaque);

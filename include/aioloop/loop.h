@@ -63,8 +63,11 @@ int aiol_loop_new(aiol_loop **out, const char *backend);
  * callbacks being called; their fds are not closed.  io_uring requests
  * still in flight (aioloop/uring.h) are cancelled first and waited for,
  * and their completion callbacks run, so the kernel is done with their
- * buffers when this returns.  Must not be called from inside the loop's
- * own poll.  NULL is a no-op.
+ * buffers when this returns.  NULL is a no-op.  Aborts, as misuse, when
+ * called from inside the loop's own poll, while phases are added, bottom
+ * halves exist, timers are armed or clocks of its own remain, and on
+ * io_uring when another thread's ring still has requests in flight (see
+ * aioloop/uring.h).
  *
  * In the child of a fork() that did not call aiol_loop_after_fork(), the
  * loop's kernel objects are the parent's: freeing it there makes no

@@ -74,7 +74,7 @@ int aiol_uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
  * exactly once: with -ECANCELED if the cancel won, or with the request's
  * own result if it finished first.  Buffers the request uses must stay
  * valid until then.
- * @return 0 or -ENOMEM.
+ * @return 0 (the cancel is queued on the ring; it cannot fail).
  */
 int aiol_uring_cancel(aiol_uring_req *req);
 
