@@ -28,12 +28,56 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 int aiol_loop_get_fd(aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
-    return loop->mon->get_fd ? loop->mon->get_fd(loop) : -ENOTSUP;
+    return loop->mon->embed ? loop->mon->embed->get_fd(loop) : -ENOTSUP;
+}
+
+/* Hands pending registrations to the kernel, for a host about to sleep. */
+static void embed_flush(aiol_loop *loop)
+{
+    const aiol__fdmon_embed_ops *e = loop->mon->embed;
+
+    if (e != NULL && e->flush != NULL) {
+        e->flush(loop);
+    }
+}
+
+bool aiol__embed_direct(aiol_loop *loop, bool direct)
+{
+    const aiol__fdmon_embed_ops *e = loop->mon->embed;
+
+    aiol__assert_locked(loop);
+    if (direct == aiol__embed_is_direct(loop)) {
+        return direct;
+    }
+    atomic_store_explicit(&loop->direct, direct, memory_order_relaxed);
+    if (direct) {
+        if (!e->direct_enter(loop)) {
+            atomic_store_explicit(&loop->direct, false, memory_order_relaxed);
+            return false; /* the monitor needs its own fd this round */
+        }
+        return true;
+    }
+    aiol__embed_invalidate(loop); /* the embed list implied direct mode */
+    if (e->direct_leave != NULL) {
+        e->direct_leave(loop);
+    }
+    return false;
+}
+
+AIOL__HOT
+void aiol__embed_direct_end(aiol_loop *loop)
+{
+    /* Relaxed is exact here: only the polling thread enters direct mode. */
+    if (aiol__embed_is_direct(loop)) {
+        aiol__lock(loop);
+        (void)aiol__embed_direct(loop, false);
+        aiol__unlock(loop);
+    }
 }
 
 AIOL__HOT
@@ -51,9 +95,7 @@ int64_t aiol_loop_prepare(aiol_loop *loop)
      * the host.
      */
     atomic_store_explicit(&loop->host_armed, true, memory_order_seq_cst);
-    if (loop->mon->flush != NULL) {
-        loop->mon->flush(loop);
-    }
+    embed_flush(loop);
     /*
      * The host may sleep next: no handler stays busy-polled with its
      * notifications off (as in prepare_to_block(), loop.c).
@@ -105,7 +147,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     aiol__check(loop != NULL, "loop is NULL");
     aiol__check(fds != NULL || max == 0, "fds is NULL");
     aiol__assert_poller(loop);
-    if (!loop->mon->host_may_poll) {
+    if (loop->mon->embed == NULL || loop->mon->embed->direct_enter == NULL) {
         return -ENOTSUP;
     }
     if (c->n <= max && embed_current(loop)) {
@@ -135,8 +177,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
         }
         n++;
     }
-    if (loop->mon->host_direct != NULL &&
-        !loop->mon->host_direct(loop, ret == 0) && ret == 0) {
+    if (!aiol__embed_direct(loop, ret == 0) && ret == 0) {
         ret = -EBUSY; /* the monitor needs the loop fd polled this round */
     }
     c->valid = c->valid && ret == 0;
@@ -150,9 +191,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
      * sleeps on the loop fd without another prepare.  Only on this path,
      * where the list was rebuilt, never on the cached one.
      */
-    if (loop->mon->flush != NULL) {
-        loop->mon->flush(loop);
-    }
+    embed_flush(loop);
     return ret < 0 ? ret : (int)n;
 }
 

@@ -54,7 +54,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 #define EVENTS_MIN 64
 #define EVENTS_MAX 1024
@@ -89,12 +89,6 @@ typedef struct epoll_state {
      */
     atomic_bool has_dirty;
     atomic_bool has_always;     /* nalways != 0; written under loop->lock */
-    /*
-     * A host polls the fds itself (direct embedding): the epoll set is
-     * left empty and every change stays on the dirty list.  Written under
-     * loop->lock; read without it by the polling thread's wait.
-     */
-    atomic_bool direct;
 } epoll_state;
 
 static int epoll_init(aiol_loop *loop)
@@ -269,28 +263,19 @@ static void flush_locked(aiol_loop *loop, epoll_state *s)
 }
 
 /*
- * Under loop->lock.  Direct embedding (see epoll_state.direct): a watched
- * fd that is also in an epoll set costs the kernel a callback into epoll
- * at every wakeup on it, ~130 ns per event on this machine, for nothing
- * while the host polls the fds itself.  So entering direct mode takes the
- * fds out of the set (one DEL each, at most the few fds direct mode is
- * for) and leaves them dirty; leaving it flushes them back.
+ * Under loop->lock.  Direct embedding (fdmon.h): a watched fd that is
+ * also in an epoll set costs the kernel a callback into epoll at every
+ * wakeup on it, for nothing while the host polls the fds itself.  So
+ * entering direct mode takes the fds out of the set (one DEL each, at
+ * most the few fds direct mode is for) and leaves them dirty; while
+ * direct, flushes leave them so; leaving flushes them back.
  */
-static bool epoll_host_direct(aiol_loop *loop, bool direct)
+static bool epoll_direct_enter(aiol_loop *loop)
 {
     epoll_state *s = loop->mon_state;
     aiol__handler *node;
 
     aiol__assert_locked(loop);
-    if (direct == atomic_load_explicit(&s->direct, memory_order_relaxed)) {
-        return direct;
-    }
-    atomic_store_explicit(&s->direct, direct, memory_order_relaxed);
-    if (!direct) {
-        aiol__embed_invalidate(loop); /* the embed list implied direct */
-        flush_locked(loop, s);
-        return false;
-    }
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
         epoll_fd *st = &s->fds[node->fd];
 
@@ -304,6 +289,11 @@ static bool epoll_host_direct(aiol_loop *loop, bool direct)
     return true;
 }
 
+static void epoll_direct_leave(aiol_loop *loop)
+{
+    flush_locked(loop, loop->mon_state);
+}
+
 /* Hands every pending change to the kernel.  Polling thread. */
 AIOL__HOT
 static void epoll_flush(aiol_loop *loop)
@@ -315,24 +305,10 @@ static void epoll_flush(aiol_loop *loop)
         return;
     }
     aiol__lock(loop);
-    if (!atomic_load_explicit(&s->direct, memory_order_relaxed)) {
+    if (!aiol__embed_is_direct(loop)) {
         flush_locked(loop, s);
     }
     aiol__unlock(loop);
-}
-
-/*
- * The monitor's own wait or fd: the set must be whole again.  The relaxed
- * load is exact on the polling thread, which alone enters direct mode.
- */
-AIOL__HOT
-static void end_direct(aiol_loop *loop, epoll_state *s)
-{
-    if (atomic_load_explicit(&s->direct, memory_order_relaxed)) {
-        aiol__lock(loop);
-        epoll_host_direct(loop, false);
-        aiol__unlock(loop);
-    }
 }
 
 /* True when a wait must not sleep: some fd is always ready.  Polling thread. */
@@ -388,7 +364,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
     int n, queued = 0;
 
     loop->stats.monitor_waits++;
-    end_direct(loop, s);
+    aiol__embed_direct_end(loop); /* our own wait: the set must be whole */
     epoll_flush(loop);
     if (deadline_ns != 0 &&
         atomic_load_explicit(&s->has_dirty, memory_order_relaxed)) {
@@ -442,7 +418,7 @@ static int epoll_get_fd(aiol_loop *loop)
 {
     epoll_state *s = loop->mon_state;
 
-    end_direct(loop, s);
+    aiol__embed_direct_end(loop);
     return s->epfd;
 }
 
@@ -461,13 +437,14 @@ const aiol__fdmon_ops aiol__fdmon_epoll = {
     .name = "epoll",
     .init = epoll_init,
     .fini = epoll_fini,
-    .forget = epoll_forget,
     .update = epoll_update,
     .wait = epoll_wait_ready,
-    .get_fd = epoll_get_fd,
-    .flush = epoll_flush,
     .pending = epoll_pending,
-    .host_direct = epoll_host_direct,
-    .host_may_poll = true,
-    .update_needs_notify = true, /* an ADD waits for the next flush */
+    .forget = epoll_forget,
+    .embed = &(const aiol__fdmon_embed_ops){
+        .get_fd = epoll_get_fd,
+        .flush = epoll_flush,
+        .direct_enter = epoll_direct_enter,
+        .direct_leave = epoll_direct_leave,
+    },
 };

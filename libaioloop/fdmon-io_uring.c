@@ -70,7 +70,7 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 #define RING_ENTRIES 1024
 
@@ -117,7 +117,6 @@ typedef struct uring_state {
     size_t nfds;               /* lock */
     int *dirty, *fired;        /* fds to (re)arm or cancel; lock */
     size_t ndirty, dirty_cap, nfired, fired_cap; /* lock */
-    bool direct;               /* direct embedding, nothing armed; lock */
     /* Requests; polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;          /* submitted, callback not yet run */
@@ -269,6 +268,22 @@ static struct io_uring_sqe *get_sqe(uring_state *s)
     return sqe;
 }
 
+/*
+ * Under loop->lock.  Cancels @fd's poll in flight: its completion, now of
+ * an old generation, will be dropped.
+ */
+static void poll_cancel(aiol_loop *loop, uring_state *s, int fd)
+{
+    uring_fd *st = &s->fds[fd];
+    struct io_uring_sqe *sqe = get_sqe(s);
+
+    io_uring_prep_poll_remove(sqe, ud_poll(fd, st->gen));
+    io_uring_sqe_set_data64(sqe, UD_IGNORE);
+    st->gen++;
+    st->armed = 0;
+    loop->stats.monitor_ctls++;
+}
+
 /* Under loop->lock.  Brings fd's poll in line with its handler's events. */
 static void sync_fd(aiol_loop *loop, uring_state *s, int fd)
 {
@@ -283,13 +298,7 @@ static void sync_fd(aiol_loop *loop, uring_state *s, int fd)
         return;
     }
     if (st->armed != 0) {
-        struct io_uring_sqe *sqe = get_sqe(s);
-
-        io_uring_prep_poll_remove(sqe, ud_poll(fd, st->gen));
-        io_uring_sqe_set_data64(sqe, UD_IGNORE);
-        st->gen++;
-        st->armed = 0;
-        loop->stats.monitor_ctls++;
+        poll_cancel(loop, s, fd);
     }
     if (want != 0) {
         struct io_uring_sqe *sqe = get_sqe(s);
@@ -316,43 +325,27 @@ static void flush_changes(aiol_loop *loop, uring_state *s)
 }
 
 /*
- * Under loop->lock; polling thread.  Enters or leaves direct embedding
- * (see the top).  Entering queues a POLL_REMOVE per armed fd (the next
- * look submits them: embed.c flushes right after) and leaves the fds
- * dirty; leaving only lets the next flush re-arm them.
+ * Under loop->lock; polling thread.  Enters direct embedding (see the
+ * top): queues a POLL_REMOVE per armed fd (the next look submits them:
+ * embed.c flushes right after) and leaves the fds dirty, for the flush
+ * that follows direct mode (flushes skip them meanwhile).  Refused while
+ * requests ride the ring, or with no SQ room to cancel every poll.
  */
-static bool uring_host_direct(aiol_loop *loop, bool direct)
+static bool uring_direct_enter(aiol_loop *loop)
 {
     uring_state *s = loop->mon_state;
     aiol__handler *node;
 
     aiol__assert_locked(loop);
-    if (direct && (s->npending != 0 ||
-                   io_uring_sq_space_left(&s->ring) < loop->nhandlers)) {
-        direct = false; /* requests ride the ring; or no room to cancel */
-    }
-    if (direct == s->direct) {
-        return direct;
-    }
-    s->direct = direct;
-    if (!direct) {
-        aiol__embed_invalidate(loop); /* the embed list implied direct */
+    if (s->npending != 0 ||
+        io_uring_sq_space_left(&s->ring) < loop->nhandlers) {
         return false;
     }
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
-        uring_fd *st = &s->fds[node->fd];
-        struct io_uring_sqe *sqe;
-
-        if (st->armed == 0) {
-            continue;
+        if (s->fds[node->fd].armed != 0) {
+            poll_cancel(loop, s, node->fd); /* (room checked above) */
+            mark_dirty(s, node->fd);
         }
-        sqe = io_uring_get_sqe(&s->ring); /* room checked above */
-        io_uring_prep_poll_remove(sqe, ud_poll(node->fd, st->gen));
-        io_uring_sqe_set_data64(sqe, UD_IGNORE);
-        st->gen++;
-        st->armed = 0;
-        loop->stats.monitor_ctls++;
-        mark_dirty(s, node->fd);
     }
     return true;
 }
@@ -565,7 +558,7 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         int got;
 
         aiol__lock(loop);
-        (void)uring_host_direct(loop, false); /* our own wait: re-arm all */
+        (void)aiol__embed_direct(loop, false); /* our own wait: re-arm all */
         flush_changes(loop, s);
         aiol__unlock(loop);
 
@@ -652,7 +645,9 @@ int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
     io_uring_sqe_set_data(sqe, req);
     AIOL_LIST_INSERT_HEAD(&s->inflight, req, link);
     s->npending++;
-    aiol__embed_invalidate(loop); /* direct embedding must stop: see top */
+    /* Its completion arrives on the ring: direct embedding ends (top). */
+    aiol__embed_direct_end(loop);
+    aiol__embed_invalidate(loop);
     if (out != NULL) {
         *out = req;
     }
@@ -741,7 +736,7 @@ static void uring_flush(aiol_loop *loop)
 
     ring_bind(loop, s);
     aiol__lock(loop);
-    if (!s->direct) {
+    if (!aiol__embed_is_direct(loop)) {
         flush_changes(loop, s);
     }
     aiol__unlock(loop);
@@ -767,8 +762,8 @@ static int uring_get_fd(aiol_loop *loop)
     bool rearm;
 
     aiol__lock(loop);
-    rearm = s->direct || !s->shared;
-    (void)uring_host_direct(loop, false);
+    rearm = aiol__embed_is_direct(loop) || !s->shared;
+    (void)aiol__embed_direct(loop, false);
     aiol__unlock(loop);
     if (!s->shared && !(s->host_bound && s->owner == aiol__thread_id())) {
         int ret = ring_rebuild_shared(loop, s);
@@ -839,12 +834,14 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .forget = uring_forget,
     .update = uring_update,
     .wait = uring_wait,
-    .get_fd = uring_get_fd,
-    .flush = uring_flush,
-    .dispatch = uring_dispatch,
     .pending = uring_pending,
-    .quiesce = uring_quiesce,
-    .host_direct = uring_host_direct,
-    .host_may_poll = true, /* polls cancelled meanwhile: see the top */
-    .update_needs_notify = true, /* changes reach the ring in wait() */
+    .embed = &(const aiol__fdmon_embed_ops){
+        .get_fd = uring_get_fd,
+        .flush = uring_flush,
+        .direct_enter = uring_direct_enter, /* polls cancelled meanwhile */
+    },
+    .requests = &(const aiol__fdmon_req_ops){
+        .dispatch = uring_dispatch,
+        .quiesce = uring_quiesce,
+    },
 };

@@ -29,7 +29,7 @@
 #include <unistd.h>
 #include <time.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 typedef struct poll_state {
     struct pollfd *pfds; /* lock */
@@ -44,8 +44,8 @@ typedef struct poll_state {
     size_t copy_cap;     /* polling thread; written under lock */
     struct pollfd *spare; /* lock */
     size_t spare_cap;     /* lock */
-    int embed_epfd;      /* epoll mirror for a host loop, or -1; lock */
-    bool direct;         /* the host polls the fds: mirror kept empty; lock */
+    int embed_epfd;      /* epoll mirror for a host loop, or -1; lock;
+                            kept empty while direct (fdmon.h) */
     /*
      * Entries the mirror refused (EPERM: regular files and other files
      * without a poll method), by slot, like pfds; and their count.  While
@@ -110,20 +110,21 @@ static int reserve_slot(poll_state *s)
 }
 
 /* Under loop->lock.  Re-derives has_unmirrored after a change. */
-static void unmirrored_sync(poll_state *s)
+static void unmirrored_sync(aiol_loop *loop, poll_state *s)
 {
     atomic_store_explicit(&s->has_unmirrored,
-                          s->embed_epfd >= 0 && !s->direct &&
+                          s->embed_epfd >= 0 && !aiol__embed_is_direct(loop) &&
                               s->nunmirrored != 0,
                           memory_order_relaxed);
 }
 
 /* Under loop->lock.  Records whether the mirror refused slot @slot. */
-static void unmirrored_set(poll_state *s, long slot, bool refused)
+static void unmirrored_set(aiol_loop *loop, poll_state *s, long slot,
+                           bool refused)
 {
     s->nunmirrored += (size_t)refused - (size_t)s->unmirrored[slot];
     s->unmirrored[slot] = refused;
-    unmirrored_sync(s);
+    unmirrored_sync(loop, s);
 }
 
 /*
@@ -147,7 +148,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
             return ret;
         }
     }
-    if (s->embed_epfd >= 0 && !s->direct && oev != nev) {
+    if (s->embed_epfd >= 0 && !aiol__embed_is_direct(loop) && oev != nev) {
         int ret = aiol__epoll_change(loop, s->embed_epfd,
                                      old ? old->fd : new_->fd, oev, nev);
         /*
@@ -169,13 +170,13 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
         s->pfds[slot].events = (short)aiol__events_to_poll(nev);
         s->pfds[slot].revents = 0;
         new_->mon_slot = slot;
-        unmirrored_set(s, slot, refused);
+        unmirrored_set(loop, s, slot, refused);
         return 0;
     }
     if (slot >= 0) {
         size_t last = s->n - 1;
 
-        unmirrored_set(s, slot, false);
+        unmirrored_set(loop, s, slot, false);
         if ((size_t)slot != last) {
             int last_fd = s->pfds[last].fd < 0 ? -s->pfds[last].fd - 1
                                                : s->pfds[last].fd;
@@ -286,28 +287,32 @@ static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
 }
 
 /*
- * Under loop->lock.  Direct embedding: the mirror would cost the kernel a
- * callback into epoll at every event while the host polls the fds itself,
- * so it is emptied, and refilled when the host goes back to it.
+ * Under loop->lock.  Direct embedding (fdmon.h): the mirror would cost the
+ * kernel a callback into epoll at every event while the host polls the
+ * fds itself, so entering empties it and leaving refills it.
  */
-static bool poll_host_direct(aiol_loop *loop, bool direct)
+static bool poll_direct_enter(aiol_loop *loop)
 {
     poll_state *s = loop->mon_state;
 
     aiol__assert_locked(loop);
-    if (direct == s->direct) {
-        return direct;
+    if (s->embed_epfd >= 0) {
+        (void)mirror_fill(loop, s, s->embed_epfd, false);
     }
-    s->direct = direct;
-    if (!direct) {
-        aiol__embed_invalidate(loop); /* the embed list implied direct */
-    }
+    unmirrored_sync(loop, s);
+    return true;
+}
+
+static void poll_direct_leave(aiol_loop *loop)
+{
+    poll_state *s = loop->mon_state;
+
+    aiol__assert_locked(loop);
     if (s->embed_epfd >= 0) {
         /* (a failed refill leaves those fds out until they change) */
-        (void)mirror_fill(loop, s, s->embed_epfd, !direct);
+        (void)mirror_fill(loop, s, s->embed_epfd, true);
     }
-    unmirrored_sync(s);
-    return direct;
+    unmirrored_sync(loop, s);
 }
 
 /*
@@ -321,14 +326,14 @@ static int poll_get_fd(aiol_loop *loop)
     int ret = 0;
 
     aiol__lock(loop);
-    poll_host_direct(loop, false);
+    (void)aiol__embed_direct(loop, false);
     if (s->embed_epfd < 0) {
         int epfd = epoll_create1(EPOLL_CLOEXEC);
 
         ret = epfd < 0 ? -errno : mirror_fill(loop, s, epfd, true);
         if (ret == 0) {
             s->embed_epfd = epfd;
-            unmirrored_sync(s);
+            unmirrored_sync(loop, s);
         } else if (epfd >= 0) {
             close(epfd);
         }
@@ -364,8 +369,9 @@ const aiol__fdmon_ops aiol__fdmon_poll = {
     .update = poll_update,
     .wait = poll_wait,
     .pending = poll_pending,
-    .get_fd = poll_get_fd,        /* an epoll mirror, made on demand */
-    .host_direct = poll_host_direct,
-    .host_may_poll = true,
-    .update_needs_notify = true,  /* a sleeping ppoll sleeps on a copy */
+    .embed = &(const aiol__fdmon_embed_ops){
+        .get_fd = poll_get_fd, /* an epoll mirror, made on demand */
+        .direct_enter = poll_direct_enter,
+        .direct_leave = poll_direct_leave,
+    },
 };

@@ -34,7 +34,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 bool aiol__loop_forked(const aiol_loop *loop)
 {
@@ -80,19 +80,12 @@ static int forgotten_wait(aiol_loop *loop, aiol__ready_list *ready,
     return -EBADF;
 }
 
-static int forgotten_get_fd(aiol_loop *loop)
-{
-    (void)loop;
-    return -EBADF;
-}
-
 static const aiol__fdmon_ops forgotten_mon = {
     .name = "forgotten",
     .init = forgotten_init,
     .fini = forgotten_fini,
     .update = forgotten_update,
     .wait = forgotten_wait,
-    .get_fd = forgotten_get_fd,
 };
 
 void aiol__loop_forget_forked(aiol_loop *loop)

@@ -17,7 +17,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 /* Caller holds loop->lock.  Frees every parked handler. */
 static void free_deleted_locked(aiol_loop *loop)
@@ -298,8 +298,8 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
     }
 out:
     aiol__unlock(loop);
-    if (ret == 0 && loop->mon->update_needs_notify) {
-        wake_sleeper(loop);
+    if (ret == 0) {
+        wake_sleeper(loop); /* the monitor may apply it at its next wait */
     }
     return ret;
 }

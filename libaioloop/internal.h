@@ -278,6 +278,11 @@ struct aiol_loop {
      */
     atomic_uint_fast64_t embed_gen;
     aiol__embed_cache embed;
+    /*
+     * A host polls the watched fds itself (embed.c, aiol__embed_direct()).
+     * Written under loop->lock by the polling thread; read without it.
+     */
+    atomic_bool direct;
     aiol_loop_stats stats; /* polling thread; monitor_ctls under lock */
 
     /* Cold from here on. */
@@ -389,107 +394,7 @@ static inline void aiol__unlock(aiol_loop *loop)
 
 /* ------------------------------------------------------- fd monitors */
 
-/*
- * The ops every fd monitor implements, one file each (fdmon-*.c).
- * Threading: update() is called with loop->lock held; wait() from the
- * polling thread without it (the monitor takes it while it maps events to
- * handlers).
- */
-typedef struct aiol__fdmon_ops {
-    const char *name;
-    /* Allocates loop->mon_state.  0 or -errno, leaving nothing behind. */
-    int (*init)(aiol_loop *loop);
-    /* Frees loop->mon_state; handlers are already gone from the table. */
-    void (*fini)(aiol_loop *loop);
-    /*
-     * Moves the registration of an fd from handler @old (NULL: none) to
-     * handler @new_ (NULL: none).  Either may watch no events.  Returns 0
-     * or -errno; on error nothing changed.
-     */
-    int (*update)(aiol_loop *loop, aiol__handler *old, aiol__handler *new_);
-    /*
-     * Waits until @deadline_ns (0: do not block; AIOL_DEADLINE_NONE:
-     * forever), retrying EINTR, and queues ready handlers with
-     * aiol__ready_add().  Returns the number queued or a negative errno
-     * for an unexpected failure.
-     */
-    int (*wait)(aiol_loop *loop, aiol__ready_list *ready, int64_t deadline_ns);
-    /* The monitor's own pollable fd for embedding, or -ENOTSUP. */
-    int (*get_fd)(aiol_loop *loop);
-    /*
-     * Optional.  Hands pending registration changes to the kernel without
-     * waiting, so a host loop sleeping on get_fd() sees them.  Polling
-     * thread.
-     */
-    void (*flush)(aiol_loop *loop);
-    /*
-     * Optional.  Runs the monitor's own completions (io_uring requests)
-     * after fd handlers; returns progress.  Polling thread.
-     */
-    bool (*dispatch)(aiol_loop *loop);
-    /* Optional.  True when dispatch() has work queued already.  Polling thread. */
-    bool (*pending)(aiol_loop *loop);
-    /*
-     * Optional, for host_may_poll monitors.  @direct true: a host polls
-     * the watched fds itself (aiol_loop_embed_fds() listed them), so the
-     * monitor may drop its kernel registrations, which cost the kernel a
-     * wakeup callback per event on every watched fd.  false: the host goes
-     * back to the loop fd, which must report every watched fd once this
-     * returns and flush() ran.  Returns whether the host may poll the fds
-     * now (false: the loop fd this round, e.g. io_uring with requests in
-     * flight).  get_fd() ends direct mode too, and so does wait() where
-     * it needs the kernel set.  Caller holds loop->lock; polling thread.
-     */
-    bool (*host_direct)(aiol_loop *loop, bool direct);
-    /*
-     * Optional.  First step of loop teardown: finishes the monitor's own
-     * outstanding work while the loop is still whole.
-     */
-    void (*quiesce)(aiol_loop *loop);
-    /*
-     * Optional.  In the child of a fork (fork.c), the child's only
-     * thread: frees loop->mon_state (and sets it NULL) and closes the
-     * child's copies of the monitor's fds, with no syscall on the kernel
-     * objects it shares with the parent (no epoll_ctl, no io_uring_enter
-     * or register, no write into a shared ring).  Without it a forked
-     * child cannot call aiol_loop_after_fork() (-ENOTSUP).
-     */
-    void (*forget)(aiol_loop *loop);
-    /*
-     * True when a host may poll the watched fds itself and hand the loop
-     * what it saw (aiol_loop_embed_fds()): the monitor keeps no readiness
-     * of its own meanwhile (level-triggered epoll and poll; io_uring
-     * cancels its single-shot polls in host_direct()).
-     */
-    bool host_may_poll;
-    /*
-     * True when a registration change made by another thread takes effect
-     * only once the polling thread goes round again (it must be notified).
-     */
-    bool update_needs_notify;
-} aiol__fdmon_ops;
-
-extern const aiol__fdmon_ops aiol__fdmon_epoll;
-
-/*
- * Moves @fd's registration in epoll instance @epfd from events @oev to
- * @nev (AIOL__EV_*, 0: not registered): one epoll_ctl, none if unchanged.
- * Caller holds loop->lock.  0 or -errno.
- */
-int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
-                       unsigned nev);
-extern const aiol__fdmon_ops aiol__fdmon_poll;
-#ifdef AIOL_HAVE_IO_URING
-extern const aiol__fdmon_ops aiol__fdmon_io_uring;
-
-/* The io_uring monitor's request API, behind aioloop/uring.h. */
-int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
-                       aiol_cqe_fn *done, void *opaque, aiol_uring_req **out);
-int aiol__uring_cancel(aiol_uring_req *req);
-aiol_loop *aiol__uring_req_loop(const aiol_uring_req *req);
-int aiol__uring_flush(aiol_loop *loop);
-unsigned aiol__uring_pending(aiol_loop *loop);
-#endif
+/* The fd-monitor interface is fdmon.h; a backend includes only that. */
 
 /* --------------------------------------------------------- handlers */
 

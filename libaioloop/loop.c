@@ -25,7 +25,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 /* In order of preference for the default choice. */
 static const aiol__fdmon_ops *const monitors[] = {
@@ -40,8 +40,8 @@ static const aiol__fdmon_ops *const monitors[] = {
 /* Undoes loop_start() whatever stage it reached. */
 void aiol__loop_quiesce(aiol_loop *loop)
 {
-    if (loop->mon->quiesce != NULL) {
-        loop->mon->quiesce(loop);
+    if (loop->mon->requests != NULL) {
+        loop->mon->requests->quiesce(loop);
     }
 }
 
@@ -281,8 +281,8 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     /* (inline checks skip each one that has nothing: internal.h) */
     progress = aiol__bh_poll(loop);
     progress |= aiol__dispatch_ready(loop, &ready);
-    if (loop->mon->dispatch != NULL) {
-        progress |= loop->mon->dispatch(loop);
+    if (loop->mon->requests != NULL) {
+        progress |= loop->mon->requests->dispatch(loop);
     }
     progress |= aiol__timers_run(loop);
     progress |= aiol__phases_dispatch(loop);

@@ -5,7 +5,7 @@
  */
 #include <errno.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 static bool on_uring(aiol_loop *loop)
 {

@@ -5,7 +5,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 _Noreturn void aiol__fail(const char *func, const char *msg)
 {

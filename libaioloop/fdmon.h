@@ -1,0 +1,175 @@
+/*
+ * fdmon.h - the fd-monitor interface: what a backend (fdmon-*.c)
+ * implements, and the few parts of the loop it may use.
+ *
+ * A monitor watches the fds of the loop's handlers and, when the loop
+ * waits, tells which are ready.  It owns loop->mon_state and nothing else.
+ * The loop calls it in four places: init and fini around the loop's life,
+ * update whenever a handler is set, replaced or removed, and wait once per
+ * iteration.  Everything else is optional.
+ *
+ * What a monitor may use of the loop:
+ *   - loop->mon_state, its own;
+ *   - loop->lock (aiol__lock(), aiol__unlock()), which protects the fd
+ *     table and every monitor's registration state; update runs with it
+ *     held, wait takes it only to map events to handlers;
+ *   - aiol__handler_lookup() (under the lock) and the handler fields fd,
+ *     events (AIOL__EV_IN / AIOL__EV_OUT, 0: none) and mon_slot (the
+ *     monitor's own, -1 when the handler is new);
+ *   - aiol__ready_add() to queue a ready handler on the wait's list;
+ *   - loop->live and loop->nhandlers (under the lock), to walk every set
+ *     handler, which only the direct-embedding hooks below need;
+ *   - loop->stats.monitor_waits, monitor_ctls (under the lock), bad_fds;
+ *   - the helpers aiol__fd_reserve(), aiol__fd_list_mark(),
+ *     aiol__deadline_to_timespec(), aiol__epoll_change(),
+ *     aiol__embed_is_direct() and aiol__embed_invalidate().
+ *
+ * Semantics every monitor keeps: level-triggered readiness; a handler
+ * replaced or removed is looked up again at event time, so readiness never
+ * reaches a removed handler; an fd without a poll method (a regular file)
+ * is ready at every wait; an fd found closed (EBADF, POLLNVAL) is not
+ * called back, stops being watched and counts in stats.bad_fds; nothing
+ * that cannot report an error (wait, a completion) allocates: room is
+ * reserved in update, which can fail.
+ */
+#ifndef AIOLOOP_FDMON_H
+#define AIOLOOP_FDMON_H
+
+#include "internal.h"
+
+/*
+ * Embedding (aioloop/embed.h): how a host loop drives the monitor.  The
+ * loop switches direct embedding on and off in one place (embed.c,
+ * aiol__embed_direct()); the monitor only supplies the two halves of the
+ * switch and reads the state with aiol__embed_is_direct().
+ */
+typedef struct aiol__fdmon_embed_ops {
+    /*
+     * The monitor's own pollable fd: readable while a watched fd is ready
+     * (once flush ran).  Polling thread, lock not held.  Leaves direct
+     * embedding first (aiol__embed_direct_end() or, under the lock,
+     * aiol__embed_direct(loop, false)).  The fd or -errno.
+     */
+    int (*get_fd)(aiol_loop *loop);
+    /*
+     * Optional.  Hands pending registration changes to the kernel without
+     * waiting, so a host sleeping on get_fd() sees them (none while
+     * direct).  Polling thread, lock not held.
+     */
+    void (*flush)(aiol_loop *loop);
+    /*
+     * Optional (NULL: no direct embedding, embed_fds gives -ENOTSUP).
+     * A host is about to poll the watched fds itself: drop what the kernel
+     * holds for them (it would cost a wakeup callback per event), leaving
+     * each dirty for the way back.  Called with aiol__embed_is_direct()
+     * already true; returns false to refuse (the loop fd this round: e.g.
+     * io_uring with requests on its ring), nothing changed.  Under the
+     * lock; polling thread.
+     */
+    bool (*direct_enter)(aiol_loop *loop);
+    /*
+     * Optional.  The host goes back to get_fd(): once this returns and
+     * flush() ran, the fd reports every watched fd again.  Called with
+     * aiol__embed_is_direct() already false.  Under the lock.
+     */
+    void (*direct_leave)(aiol_loop *loop);
+} aiol__fdmon_embed_ops;
+
+/* Completions of the monitor's own requests (io_uring, aioloop/uring.h). */
+typedef struct aiol__fdmon_req_ops {
+    /* Runs queued completions after fd handlers; returns progress. */
+    bool (*dispatch)(aiol_loop *loop);
+    /*
+     * First step of loop teardown: cancels and waits for every request in
+     * flight and runs its completion, while the loop is still whole.
+     */
+    void (*quiesce)(aiol_loop *loop);
+} aiol__fdmon_req_ops;
+
+typedef struct aiol__fdmon_ops {
+    const char *name; /* AIOLOOP_BACKEND and aiol_loop_new() name it so */
+    /*
+     * Allocates loop->mon_state and the kernel objects.  0 or -errno
+     * (ENOSYS, EPERM, EMFILE, ENOMEM...), leaving nothing behind; the
+     * default choice then tries the next monitor.
+     */
+    int (*init)(aiol_loop *loop);
+    /* Frees loop->mon_state; the handlers are gone from the table. */
+    void (*fini)(aiol_loop *loop);
+    /*
+     * Moves the registration of one fd from handler @old (NULL: none) to
+     * handler @new_ (NULL: none); either may watch no events.  Under the
+     * lock, from any thread: a change the kernel sees only at the next
+     * wait is fine (the loop wakes a sleeping poller after every update).
+     * A removal (@new_ NULL or watching nothing) must not fail.  0 or
+     * -errno, nothing changed on error.
+     */
+    int (*update)(aiol_loop *loop, aiol__handler *old, aiol__handler *new_);
+    /*
+     * Waits until @deadline_ns (0: only look; AIOL_DEADLINE_NONE: no
+     * limit), retrying EINTR, and queues every ready handler with
+     * aiol__ready_add() and its readiness.  Polling thread, lock not held.
+     * The number queued, or -errno for a failure the loop cannot survive
+     * (it aborts: so a wait must not fail on memory or a passing error).
+     */
+    int (*wait)(aiol_loop *loop, aiol__ready_list *ready, int64_t deadline_ns);
+    /*
+     * Optional.  True when a wait must not sleep: the monitor already
+     * knows of work (always-ready fds, queued completions).  Polling
+     * thread, lock not held.
+     */
+    bool (*pending)(aiol_loop *loop);
+    /*
+     * Optional.  The child of a fork (fork.c), its only thread: frees
+     * loop->mon_state (setting it NULL) and closes the child's copies of
+     * the monitor's fds, with no syscall on the kernel objects shared
+     * with the parent (no epoll_ctl, no io_uring_enter or register, no
+     * write into a shared ring).  NULL: aiol_loop_after_fork() gives
+     * -ENOTSUP.
+     */
+    void (*forget)(aiol_loop *loop);
+    const aiol__fdmon_embed_ops *embed; /* optional: NULL, no host loop */
+    const aiol__fdmon_req_ops *requests; /* optional: NULL, no requests */
+} aiol__fdmon_ops;
+
+extern const aiol__fdmon_ops aiol__fdmon_epoll;
+extern const aiol__fdmon_ops aiol__fdmon_poll;
+#ifdef AIOL_HAVE_IO_URING
+extern const aiol__fdmon_ops aiol__fdmon_io_uring;
+
+/* The io_uring monitor's request API, behind aioloop/uring.h. */
+int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
+                       aiol_cqe_fn *done, void *opaque, aiol_uring_req **out);
+int aiol__uring_cancel(aiol_uring_req *req);
+aiol_loop *aiol__uring_req_loop(const aiol_uring_req *req);
+int aiol__uring_flush(aiol_loop *loop);
+unsigned aiol__uring_pending(aiol_loop *loop);
+#endif
+
+/*
+ * Moves @fd's registration in epoll instance @epfd from events @oev to
+ * @nev (AIOL__EV_*, 0: not registered): one epoll_ctl, none if unchanged;
+ * a DEL of an fd already gone and a MOD that needs an ADD are handled.
+ * Under the lock (it counts stats.monitor_ctls).  0 or -errno.  (util.c;
+ * the epoll monitor and the poll monitor's embedding mirror use it.)
+ */
+int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
+                       unsigned nev);
+
+/* True while a host polls the watched fds itself (embed.c).  Any thread. */
+static inline bool aiol__embed_is_direct(aiol_loop *loop)
+{
+    return atomic_load_explicit(&loop->direct, memory_order_relaxed);
+}
+
+/*
+ * Under the lock; polling thread.  Enters (@direct) or leaves direct
+ * embedding through the monitor's direct_enter / direct_leave, once per
+ * change.  Returns whether the loop is in direct mode now.
+ */
+bool aiol__embed_direct(aiol_loop *loop, bool direct);
+
+/* Polling thread, lock not held: leaves direct embedding if in it. */
+void aiol__embed_direct_end(aiol_loop *loop);
+
+#endif /* AIOLOOP_FDMON_H */
