@@ -39,8 +39,8 @@
  * Setup.  The ring starts "bound": SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG
  * (6.1+), created disabled and enabled by the first thread that polls it,
  * which becomes its only submitter.  DEFER_TASKRUN runs completion work
- * only when we ask for events, in batches; on this machine it makes the
- * ring as fast as epoll where COOP_TASKRUN is ~20% slower (docs/).  A loop
+ * only when we ask for events, in batches, which is what lets the ring
+ * keep up with epoll (docs/backend-io_uring.md has the measurements).  A loop
  * may be polled by different threads over time, though (QEMU's main context
  * is polled by whichever thread holds its lock); when another thread polls
  * a bound ring, the ring is rebuilt "shared" (COOP_TASKRUN|TASKRUN_FLAG,

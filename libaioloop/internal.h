@@ -35,9 +35,8 @@ _Noreturn void aiol__fail(const char *func, const char *msg);
 /*
  * Functions on the path of every iteration.  GCC and clang put them in
  * .text.hot, which the linker groups: an iteration then runs from a few
- * code pages, which matters where each syscall costs TLB misses (this VM:
- * the embedded iteration of QEMU's fork ran ~40 ns slower from scattered
- * code than its instruction count says).
+ * code pages, which matters where each syscall costs TLB misses: a host
+ * loop's iteration runs between syscalls that evict much of the TLB.
  */
 #define AIOL__HOT __attribute__((hot))
 

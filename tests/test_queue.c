@@ -20,12 +20,10 @@
 
 struct node {
     int v;
-    AIOL_SLIST_ENTRY(node) s;
     AIOL_LIST_ENTRY(node) l;
     AIOL_TAILQ_ENTRY(node) t;
 };
 
-AIOL_SLIST_HEAD(shead, node);
 AIOL_LIST_HEAD(lhead, node);
 AIOL_TAILQ_HEAD(thead, node);
 
@@ -33,7 +31,6 @@ static void nodes_init(struct node *n, int count)
 {
     for (int i = 0; i < count; i++) {
         n[i].v = i;
-        n[i].s.sle_next = NULL;
         AIOL_LIST_ENTRY_INIT(&n[i], l);
         AIOL_TAILQ_ENTRY_INIT(&n[i], t);
     }
@@ -52,152 +49,6 @@ static void check_values(const int *got, int n, const int *want)
         }
     }
     assert_int_equal(n, wn);
-}
-
-/* ---------------------------------------------------------------- SLIST */
-
-static void expect_slist(struct shead *h, const int *want)
-{
-    int got[MAXN];
-    int n = 0;
-    struct node *it;
-
-    AIOL_SLIST_FOREACH(it, h, s) {
-        assert_true(n < MAXN);
-        got[n++] = it->v;
-    }
-    check_values(got, n, want);
-    assert_int_equal(AIOL_SLIST_EMPTY(h), n == 0);
-}
-
-static void test_slist_insert(void **state)
-{
-    struct shead h = AIOL_SLIST_HEAD_INITIALIZER;
-    struct node n[5];
-
-    (void)state;
-    nodes_init(n, 5);
-    assert_true(AIOL_SLIST_EMPTY(&h));
-    assert_null(AIOL_SLIST_FIRST(&h));
-    expect_slist(&h, (int[]){END});
-
-    AIOL_SLIST_INSERT_HEAD(&h, &n[3], s);
-    AIOL_SLIST_INSERT_HEAD(&h, &n[1], s);
-    expect_slist(&h, (int[]){1, 3, END});
-    AIOL_SLIST_INSERT_AFTER(&n[1], &n[2], s);       /* middle */
-    AIOL_SLIST_INSERT_AFTER(&n[3], &n[4], s);       /* after the last */
-    AIOL_SLIST_INSERT_HEAD(&h, &n[0], s);
-    expect_slist(&h, (int[]){0, 1, 2, 3, 4, END});
-    assert_ptr_equal(AIOL_SLIST_FIRST(&h), &n[0]);
-    assert_ptr_equal(AIOL_SLIST_NEXT(&n[2], s), &n[3]);
-    assert_null(AIOL_SLIST_NEXT(&n[4], s));
-
-    AIOL_SLIST_INIT(&h);
-    assert_true(AIOL_SLIST_EMPTY(&h));
-}
-
-static void test_slist_remove_head(void **state)
-{
-    struct shead h;
-    struct node n[3];
-
-    (void)state;
-    nodes_init(n, 3);
-    AIOL_SLIST_INIT(&h);
-    for (int i = 2; i >= 0; i--) {
-        AIOL_SLIST_INSERT_HEAD(&h, &n[i], s);
-    }
-    AIOL_SLIST_REMOVE_HEAD(&h, s);
-    expect_slist(&h, (int[]){1, 2, END});
-    AIOL_SLIST_REMOVE_HEAD(&h, s);
-    expect_slist(&h, (int[]){2, END});
-    AIOL_SLIST_REMOVE_HEAD(&h, s);
-    expect_slist(&h, (int[]){END});
-    /* the list is reusable after being emptied */
-    AIOL_SLIST_INSERT_HEAD(&h, &n[1], s);
-    expect_slist(&h, (int[]){1, END});
-}
-
-static void test_slist_remove(void **state)
-{
-    struct shead h = AIOL_SLIST_HEAD_INITIALIZER;
-    struct node n[5];
-
-    (void)state;
-    nodes_init(n, 5);
-    for (int i = 4; i >= 0; i--) {
-        AIOL_SLIST_INSERT_HEAD(&h, &n[i], s);
-    }
-    AIOL_SLIST_REMOVE(&h, &n[2], node, s);          /* middle */
-    expect_slist(&h, (int[]){0, 1, 3, 4, END});
-    assert_null(AIOL_SLIST_NEXT(&n[2], s));
-    AIOL_SLIST_REMOVE(&h, &n[4], node, s);          /* last */
-    expect_slist(&h, (int[]){0, 1, 3, END});
-    AIOL_SLIST_REMOVE(&h, &n[0], node, s);          /* first */
-    expect_slist(&h, (int[]){1, 3, END});
-    assert_ptr_equal(AIOL_SLIST_FIRST(&h), &n[1]);
-    AIOL_SLIST_REMOVE(&h, &n[3], node, s);
-    AIOL_SLIST_REMOVE(&h, &n[1], node, s);
-    expect_slist(&h, (int[]){END});
-}
-
-static void test_slist_foreach(void **state)
-{
-    struct shead h = AIOL_SLIST_HEAD_INITIALIZER;
-    struct node n[4];
-    struct node *it;
-    int sum = 0, visits = 0;
-
-    (void)state;
-    nodes_init(n, 4);
-    AIOL_SLIST_FOREACH(it, &h, s) {
-        visits++;
-    }
-    assert_int_equal(visits, 0);
-    for (int i = 0; i < 4; i++) {
-        AIOL_SLIST_INSERT_HEAD(&h, &n[i], s);
-    }
-    AIOL_SLIST_FOREACH(it, &h, s) {
-        sum += it->v;
-        visits++;
-    }
-    assert_int_equal(visits, 4);
-    assert_int_equal(sum, 0 + 1 + 2 + 3);
-    assert_null(it);
-}
-
-static void test_slist_foreach_safe_delete(void **state)
-{
-    struct shead h = AIOL_SLIST_HEAD_INITIALIZER;
-    struct node *it, *tmp;
-    int freed = 0;
-
-    (void)state;
-    for (int i = 9; i >= 0; i--) {
-        struct node *e = calloc(1, sizeof(*e));
-
-        assert_non_null(e);
-        e->v = i;
-        AIOL_SLIST_INSERT_HEAD(&h, e, s);
-    }
-    /* delete every even element, including the head and the tail (9 is odd) */
-    AIOL_SLIST_FOREACH_SAFE(it, &h, s, tmp) {
-        if (it->v % 2 == 0) {
-            AIOL_SLIST_REMOVE(&h, it, node, s);
-            free(it);
-            freed++;
-        }
-    }
-    assert_int_equal(freed, 5);
-    expect_slist(&h, (int[]){1, 3, 5, 7, 9, END});
-    /* free the rest by popping the head inside FOREACH_SAFE */
-    AIOL_SLIST_FOREACH_SAFE(it, &h, s, tmp) {
-        AIOL_SLIST_REMOVE_HEAD(&h, s);
-        free(it);
-        freed++;
-    }
-    assert_int_equal(freed, 10);
-    expect_slist(&h, (int[]){END});
 }
 
 /* ----------------------------------------------------------------- LIST */
@@ -554,11 +405,6 @@ static void test_tailq_foreach_safe_free(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slist_insert),
-        cmocka_unit_test(test_slist_remove_head),
-        cmocka_unit_test(test_slist_remove),
-        cmocka_unit_test(test_slist_foreach),
-        cmocka_unit_test(test_slist_foreach_safe_delete),
         cmocka_unit_test(test_list_insert),
         cmocka_unit_test(test_list_calloc_not_inserted),
         cmocka_unit_test(test_list_remove),

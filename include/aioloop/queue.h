@@ -1,18 +1,15 @@
 /*
  * aioloop/queue.h - intrusive lists for event-loop bookkeeping.
  *
- * Three shapes, all intrusive (the link lives inside the element, nothing is
- * allocated) and all header-only:
+ * Two shapes, both intrusive (the link lives inside the element, nothing
+ * is allocated) and header-only:
  *
- *   AIOL_SLIST  singly linked list: O(1) insert at head and remove of the head.
- *               Removing an arbitrary element walks the list (O(n)).
  *   AIOL_LIST   doubly linked list: O(1) insert and O(1) remove of any element.
  *   AIOL_TAILQ  doubly linked tail queue: like AIOL_LIST plus O(1) insert at
  *               the tail and O(1) access to the last element (FIFO queues).
  *
- * Membership.  For AIOL_LIST and AIOL_TAILQ an element whose link is all
- * zeroes (calloc, or AIOL_LIST_ENTRY_INIT / AIOL_TAILQ_ENTRY_INIT) is "in no
- * list".  REMOVE leaves the link zeroed again, so:
+ * Membership.  An element whose link is all zeroes (calloc, or
+ * AIOL_LIST_ENTRY_INIT / AIOL_TAILQ_ENTRY_INIT) is "in no list".  REMOVE leaves the link zeroed again, so:
  *
  *   AIOL_LIST_IS_INSERTED(elm, field)   true while elm is in some list
  *   AIOL_LIST_SAFE_REMOVE(elm, field)   removes elm if it is in a list, else
@@ -21,9 +18,6 @@
  * and the same for TAILQ.  This is what lets the loop keep a handler on at
  * most one ready list at a time and take it off in O(1) from wherever it is,
  * without knowing which list (which poll call) owns it.
- *
- * A singly linked element cannot tell "last in a list" from "in no list"
- * without walking, so AIOL_SLIST has no IS_INSERTED / SAFE_REMOVE.
  *
  * None of these macros is thread-safe: the owner of the list serialises
  * access (see each list's comment in the code that declares it).
@@ -35,70 +29,6 @@
 #define AIOLOOP_QUEUE_H
 
 #include <stddef.h>
-
-/* ---------------------------------------------------------------- SLIST */
-
-/** Declares a struct type @p name that heads a singly linked list of @p type. */
-#define AIOL_SLIST_HEAD(name, type)                                          \
-    struct name {                                                            \
-        struct type *slh_first;                                              \
-    }
-
-/** Static initialiser for an empty SLIST head. */
-#define AIOL_SLIST_HEAD_INITIALIZER { NULL }
-
-/** Declares the link member of an SLIST element. */
-#define AIOL_SLIST_ENTRY(type)                                               \
-    struct {                                                                 \
-        struct type *sle_next;                                               \
-    }
-
-/** Makes @p head empty. */
-#define AIOL_SLIST_INIT(head) ((head)->slh_first = NULL)
-/** True when the list has no element. */
-#define AIOL_SLIST_EMPTY(head) ((head)->slh_first == NULL)
-/** First element, or NULL. */
-#define AIOL_SLIST_FIRST(head) ((head)->slh_first)
-/** Element after @p elm, or NULL. */
-#define AIOL_SLIST_NEXT(elm, field) ((elm)->field.sle_next)
-
-/** Inserts @p elm at the head. O(1). */
-#define AIOL_SLIST_INSERT_HEAD(head, elm, field)                             \
-    do {                                                                     \
-        (elm)->field.sle_next = (head)->slh_first;                           \
-        (head)->slh_first = (elm);                                           \
-    } while (0)
-
-/** Inserts @p elm after @p listelm. O(1). */
-#define AIOL_SLIST_INSERT_AFTER(listelm, elm, field)                         \
-    do {                                                                     \
-        (elm)->field.sle_next = (listelm)->field.sle_next;                   \
-        (listelm)->field.sle_next = (elm);                                   \
-    } while (0)
-
-/** Removes the first element; the list must not be empty. O(1). */
-#define AIOL_SLIST_REMOVE_HEAD(head, field)                                  \
-    ((head)->slh_first = (head)->slh_first->field.sle_next)
-
-/** Removes @p elm, which must be in the list. O(n): walks from the head. */
-#define AIOL_SLIST_REMOVE(head, elm, type, field)                            \
-    do {                                                                     \
-        struct type **aiol__pp_ = &(head)->slh_first;                        \
-        while (*aiol__pp_ != (elm)) {                                        \
-            aiol__pp_ = &(*aiol__pp_)->field.sle_next;                       \
-        }                                                                    \
-        *aiol__pp_ = (elm)->field.sle_next;                                  \
-        (elm)->field.sle_next = NULL;                                        \
-    } while (0)
-
-/** Iterates; the body must not remove @p var. */
-#define AIOL_SLIST_FOREACH(var, head, field)                                 \
-    for ((var) = (head)->slh_first; (var); (var) = (var)->field.sle_next)
-
-/** Iterates; the body may remove and free @p var. */
-#define AIOL_SLIST_FOREACH_SAFE(var, head, field, tvar)                      \
-    for ((var) = (head)->slh_first;                                          \
-         (var) && ((tvar) = (var)->field.sle_next, 1); (var) = (tvar))
 
 /* ----------------------------------------------------------------- LIST */
 
