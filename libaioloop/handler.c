@@ -12,6 +12,7 @@
  * handlers; the outermost poll call frees the list when it finishes.
  * Everything is O(1) in the number of registered handlers.
  */
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,6 +54,8 @@ static void retire_locked(aiol_loop *loop, aiol__handler *node)
     }
     /* Release pairs with the acquire load in dispatch_handler(). */
     atomic_store_explicit(&node->deleted, true, memory_order_release);
+    assert(!AIOL_LIST_IS_INSERTED(node, node_deleted) &&
+           "a handler is retired once");
     AIOL_LIST_INSERT_HEAD(&loop->deleted, node, node_deleted);
     atomic_store_explicit(&loop->deleted_pending, true, memory_order_release);
 }
@@ -166,6 +169,8 @@ static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
         return;
     }
     if (add) {
+        assert(!AIOL_LIST_IS_INSERTED(node, node_poll) &&
+               "a handler is on the busy-poll list once");
         AIOL_LIST_INSERT_HEAD(&loop->pollers, node, node_poll);
         loop->npollers++; /* (room: aiol__busy_poll_reserve()) */
     } else if (AIOL_LIST_IS_INSERTED(node, node_poll)) {
@@ -286,6 +291,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         goto out;
     }
     loop->table[fd] = node;
+    assert(!AIOL_LIST_IS_INSERTED(node, node_live) && "a new handler is live once");
     AIOL_LIST_INSERT_HEAD(&loop->live, node, node_live);
     pollers_change_locked(loop, node, true);
     aiol__embed_invalidate(loop); /* before the retire: see embed.c */
