@@ -12,8 +12,10 @@
 # WORKDIR defaults to <repo>/build-qemu (git-ignored by /build-*/).
 #
 # Steps: install missing Debian build dependencies (as root), fetch and
-# unpack the source (fetch-source.sh), copy it per variant, apply the series
-# (fork), configure once, build incrementally.  A second run reuses the
+# unpack the source (fetch-source.sh), copy it per variant; for the fork,
+# commit the copy to git and apply the series with `git am`, and build and
+# install this tree's libaioloop where pkg-config finds it; configure once,
+# build incrementally.  A second run reuses the
 # unpacked, patched and configured trees and only runs ninja.  Run the tests
 # with run-tests.sh.
 #
@@ -55,7 +57,7 @@ nice_cmd=(nice -n "${NICE:-10}")
 # out: without it test-io-channel-command skips itself; with it, 7.2's test
 # races socat's mkfifo (a 1 ms sleep) and hangs to its timeout on a loaded
 # machine (fixed upstream after 7.2).
-QEMU_DEB_PKGS="gcc make patch pkg-config python3 meson ninja-build dpkg-dev \
+QEMU_DEB_PKGS="gcc make git pkg-config python3 meson ninja-build dpkg-dev \
 debian-archive-keyring libglib2.0-dev libpixman-1-dev zlib1g-dev libfdt-dev \
 liburing-dev libaio-dev \
 libgnutls28-dev libtasn1-6-dev"
@@ -93,14 +95,6 @@ configure_flags=(
     --disable-curses --disable-slirp --disable-capstone
 )
 
-# Files a set of patches touches (from their +++ lines, -p1).
-patched_files() {
-    local p
-    for p in "$@"; do
-        sed -n 's|^+++ [^/]*/\([^[:space:]]*\).*|\1|p' "$p"
-    done | sort -u
-}
-
 # The series: patch file names in order, '#' comments and blank lines skipped.
 series_patches() {
     local f=$here/patches/series line
@@ -125,67 +119,73 @@ copy_src() {
     mv "$dst.tmp" "$dst"
 }
 
-# fork-src: a fresh copy with the series applied.  The applied state is kept
-# in fork-src/.series-applied (a checksum of the series and every patch) and
-# .series-files (what the patches touched).  If either the series or a patch
-# changed since, start again from a fresh copy, and touch every file the old
-# series had touched so ninja rebuilds what reverted to an older mtime.
+# Who the base commit and the applied patches are committed as (each patch
+# keeps its own author and Signed-off-by).
+export GIT_COMMITTER_NAME="libaioloop maintainers"
+export GIT_COMMITTER_EMAIL="maintainers@users.noreply.a-seed-19aa71c1.example"
+export GIT_AUTHOR_NAME=$GIT_COMMITTER_NAME GIT_AUTHOR_EMAIL=$GIT_COMMITTER_EMAIL
+
+# fork-src: a git tree of the unpacked Debian source (one base commit,
+# tagged debian) with the series applied by `git am`, one commit per patch.
+# The applied state is kept in fork-src/.series-applied (a checksum of the
+# series and every patch).  If it changed, the tree is reset to the base
+# and the series applied again; git rewrites only the files that differ,
+# so ninja rebuilds only what the change touched.
 prepare_fork_src() {
-    local dst=$work/fork-src patches sum old_files=
+    local dst=$work/fork-src patches sum
     mapfile -t patches < <(series_patches)
     sum=$(cat "$here/patches/series" "${patches[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1)
     if [ -f "$dst/.series-applied" ] && [ "$(cat "$dst/.series-applied")" = "$sum" ]; then
         echo "build.sh: fork-src: series already applied (${#patches[@]} patches)"
         return 0
     fi
-    if [ -d "$dst" ]; then
-        stamp "fork-src: series changed or partly applied; starting from a fresh copy"
-        old_files=$(cat "$dst/.series-files" 2>/dev/null || true)
+    if [ ! -d "$dst/.git" ] || ! git -C "$dst" rev-parse -q --verify debian >/dev/null; then
         rm -rf "$dst"
+        copy_src "$dst" -a
+        stamp "fork-src: base commit of the Debian source"
+        git -C "$dst" init -q
+        printf '%s\n' .pc/ .copied .unpacked .series-applied > "$dst/.git/info/exclude"
+        git -C "$dst" add -A .
+        git -C "$dst" commit -q -m "Debian $(cat "$work/src/.unpacked"), as dpkg-source -x unpacks it"
+        git -C "$dst" tag debian
+    else
+        stamp "fork-src: series changed; back to the Debian base"
+        git -C "$dst" am --abort >/dev/null 2>&1 || true
+        git -C "$dst" reset -q --hard debian
+        git -C "$dst" clean -q -fd
     fi
-    copy_src "$dst" -a
+    rm -f "$dst/.series-applied"
     local p
     for p in "${patches[@]}"; do
         [ -f "$p" ] || { echo "build.sh: series names missing patch $p" >&2; exit 1; }
-        echo "build.sh: applying $(basename "$p")"
-        patch -d "$dst" -p1 --forward --batch --no-backup-if-mismatch -s < "$p"
     done
-    local f now
-    now=$(date +%s)
-    for f in $old_files; do
-        [ -e "$dst/$f" ] && touch -d "@$now" "$dst/$f"
-    done
-    patched_files "${patches[@]}" > "$dst/.series-files"
+    echo "build.sh: git am ${#patches[@]} patches"
+    git -C "$dst" am -q --whitespace=nowarn "${patches[@]}" || {
+        git -C "$dst" am --abort >/dev/null 2>&1 || true
+        echo "build.sh: git am failed" >&2
+        exit 1
+    }
     echo "$sum" > "$dst/.series-applied"
 }
 
 # ---------------------------------------------------------------------------
-# libaioloop hook (fork only).
-# The adapter in patches/ links libaioloop from this tree: its headers are in
-# <repo>/include (#include <aioloop/aioloop.h>) and its static library is
-# <repo>/build/libaioloop.a.  configure hands QEMU's meson the include dir
-# and the library dir; the series' meson.build patch is expected to pick the
-# library up with something like
-#     aioloop = cc.find_library('aioloop', static: true,
-#                               dirs: [get_option('aioloop_libdir')])
-# or through the AIOLOOP_* variables exported below.  Change the flags here,
-# not in the patches, if the way the library is found changes.
-AIOLOOP_INCDIR=$repo/include
-AIOLOOP_LIBDIR=$repo/build
-export AIOLOOP_INCDIR AIOLOOP_LIBDIR
+# libaioloop for the fork: this tree's library, built static (only
+# libaioloop.a, so the linker cannot pick a shared one) and installed into
+# WORKDIR/aioloop-prefix, where the series' meson.build finds it with
+# dependency('aioloop') through pkg-config.  Assertions stay on, so the
+# library's debug contracts check QEMU's use of it in the unit tests.
+AIOLOOP_BUILD=$work/aioloop-build
+AIOLOOP_PREFIX=$work/aioloop-prefix
+export PKG_CONFIG_PATH=$AIOLOOP_PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 aioloop_hook() {
-    # Build (or bring up to date) the static library the fork links.
-    if [ ! -f "$AIOLOOP_LIBDIR/build.ninja" ]; then
-        stamp "libaioloop: meson setup $AIOLOOP_LIBDIR"
-        (cd "$repo" && meson setup "$AIOLOOP_LIBDIR" >/dev/null)
+    if [ ! -f "$AIOLOOP_BUILD/build.ninja" ]; then
+        stamp "libaioloop: meson setup $AIOLOOP_BUILD (static)"
+        meson setup "$AIOLOOP_BUILD" "$repo" -Ddefault_library=static -Dtests=false \
+            --prefix="$AIOLOOP_PREFIX" --libdir=lib >/dev/null
     fi
-    "${nice_cmd[@]}" ninja -C "$AIOLOOP_LIBDIR" libaioloop.a >/dev/null
-    fork_extra_flags=(
-        "--extra-cflags=-I$AIOLOOP_INCDIR"
-        "--extra-ldflags=-L$AIOLOOP_LIBDIR"
-    )
+    "${nice_cmd[@]}" ninja -C "$AIOLOOP_BUILD" libaioloop.a >/dev/null
+    meson install --no-rebuild --quiet -C "$AIOLOOP_BUILD" >/dev/null
 }
-# ---------------------------------------------------------------------------
 
 # Configure $2 from source $1 with flags "${@:3}", unless it was already
 # configured with exactly these flags.
@@ -251,7 +251,6 @@ build_variant() {
     else
         prepare_fork_src
         aioloop_hook
-        flags+=("${fork_extra_flags[@]}")
     fi
     configure_tree "$src" "$bld" "${flags[@]}"
 
