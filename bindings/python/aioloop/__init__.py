@@ -1,0 +1,510 @@
+"""aioloop: libaioloop from Python, with asyncio's vocabulary.
+
+    import aioloop
+
+    with aioloop.Loop() as loop:              # backend=None: the default
+        loop.add_reader(sock, on_readable)    # fds or objects with fileno()
+        loop.call_soon(print, "soon")         # a bottom half
+        loop.call_later(0.5, print, "later")  # a timer
+        while loop.poll():                    # one iteration, blocking
+            ...
+
+An exception raised in a callback ends the poll() that ran it, with its
+traceback; the loop stays as it was (the handler stays registered unless
+the callback removed it).  Bad input raises OSError (with the errno),
+TypeError, ValueError or RuntimeError, never crashes the process.
+
+Threads: a loop belongs to the thread that created it.  From any other
+thread only call_soon_threadsafe(), notify() and the reader/writer calls
+are allowed (as in libaioloop); the rest raise RuntimeError.  The GIL is
+released while a poll blocks.
+"""
+import errno as _errno
+import os as _os
+import signal as _signal
+import threading as _threading
+import weakref as _weakref
+
+from . import _ffi
+
+ffi = _ffi.ffi
+lib = _ffi.lib
+
+__all__ = ["Loop", "Handle", "TimerHandle", "BACKENDS"]
+
+#: The backend names libaioloop knows (io_uring only where built with it).
+BACKENDS = ("epoll", "io_uring", "poll")
+
+_NS = 1000000000
+
+# The polls running on each thread, innermost last: an exception that
+# escapes a callback's own handling (a signal's KeyboardInterrupt raised
+# between two bytecodes of the callback) goes to the innermost one.
+_tls = _threading.local()
+
+
+def _polls():
+    try:
+        return _tls.polls
+    except AttributeError:
+        _tls.polls = []
+        return _tls.polls
+
+
+def _onerror(exc_type, exc_value, tb):
+    polls = _polls()
+    if polls and exc_value is not None:
+        polls[-1]._stash(exc_value.with_traceback(tb))
+        return None
+    return None  # (no poll: cffi prints it, as for any callback)
+
+
+def _check(rc, what):
+    """Raises OSError for a negative errno returned by a C call."""
+    if rc < 0:
+        raise OSError(-rc, "%s: %s" % (what, _os.strerror(-rc)))
+    return rc
+
+
+def _fileno(fd):
+    """An int fd from an int or an object with fileno(), validated."""
+    if not isinstance(fd, int):
+        try:
+            fd = fd.fileno()
+        except AttributeError:
+            raise TypeError("fd must be an int or have fileno(), not %r"
+                            % type(fd).__name__) from None
+        if not isinstance(fd, int):
+            raise TypeError("fileno() returned %r, not an int" % (fd,))
+    if fd < 0:
+        raise OSError(_errno.EBADF, "invalid fd %d" % fd)
+    _os.fstat(fd)  # OSError(EBADF) for an fd that is not open
+    return fd
+
+
+def _callable(cb, what):
+    if not callable(cb):
+        raise TypeError("%s must be callable, not %r" % (what, type(cb).__name__))
+
+
+class _Fd:
+    """The Python side of one fd's handler: its reader and writer."""
+
+    __slots__ = ("loop", "fd", "reader", "writer", "poll", "handle",
+                 "__weakref__")
+
+    def __init__(self, loop, fd):
+        self.loop = _weakref.ref(loop)  # no cycle through the C opaque
+        self.fd = fd
+        self.reader = self.writer = self.poll = None
+        self.handle = ffi.new_handle(self)
+
+
+class Handle:
+    """A callback scheduled with call_soon(): cancel() unschedules it."""
+
+    __slots__ = ("_loop", "_cb", "_args", "_bh", "_self_h", "__weakref__")
+
+    def __init__(self, loop, cb, args):
+        self._loop = loop
+        self._cb = cb
+        self._args = args
+        self._bh = None
+        self._self_h = ffi.new_handle(self)
+
+    def cancelled(self):
+        """True once cancel() ran or the callback ran."""
+        return self._cb is None
+
+    def _release(self):
+        self._cb = self._args = None
+        self._loop._handles.discard(self)
+
+    def _run(self):
+        cb, args = self._cb, self._args
+        self._drop()
+        if cb is not None:
+            cb(*args)
+
+    def _drop(self):
+        if self._bh is not None:
+            lib.aiol_bh_delete(self._bh)  # (also from its own callback)
+            self._bh = None
+        self._release()
+
+    def cancel(self):
+        """Unschedules the callback if it has not run.  Any thread."""
+        self._drop()
+
+
+class TimerHandle(Handle):
+    """A callback scheduled with call_later()/call_at()."""
+
+    __slots__ = ("_timer", "_when")
+
+    def when(self):
+        """The loop time (seconds) the callback is due."""
+        return self._when
+
+    def _drop(self):
+        if self._timer is not None:
+            lib.aiol_timer_free(self._timer)  # (also from its own callback)
+            self._timer = None
+        self._release()
+
+    def cancel(self):
+        """Unschedules the callback if it has not run.  Loop's thread."""
+        self._loop._owner_check("TimerHandle.cancel")
+        self._drop()
+
+
+class Loop:
+    """A libaioloop loop: fd handlers, bottom halves, timers, nested polls.
+
+    backend: "epoll", "io_uring", "poll" or None (AIOLOOP_BACKEND, else the
+    default).  A context manager: leaving the block closes the loop.
+    """
+
+    def __init__(self, backend=None):
+        if backend is not None and not isinstance(backend, str):
+            raise TypeError("backend must be a str or None")
+        out = ffi.new("aiol_loop **")
+        name = backend.encode() if backend is not None else ffi.NULL
+        rc = lib.aiol_loop_new(out, name)
+        if rc == -_errno.EINVAL and backend is not None:
+            raise ValueError("unknown or unavailable backend %r" % backend)
+        _check(rc, "aiol_loop_new(%r)" % (backend,))
+        self._loop = out[0]
+        self._owner = _threading.get_ident()
+        self._fds = {}          # fd -> _Fd
+        self._handles = set()   # scheduled Handles (they own C objects)
+        self._exc = None        # first exception a callback raised
+        self._depth = 0         # polls on the stack
+        self._clock = lib.aiol_loop_clock(self._loop)
+        # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
+        # handler ends the poll, so Python can run its signal handler.
+        self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
+        self._sig_ops = ffi.new("aiol_fd_ops *", {
+            "read": lib.aiol_py_read, "flags": lib.AIOL_FD_NO_PROGRESS})
+        self._sig_fd = _Fd(self, self._sig_r)
+        self._sig_fd.reader = (self._drain_sig, ())
+        _check(lib.aiol_fd_set_ops(self._loop, self._sig_r, self._sig_ops,
+                                   self._sig_fd.handle), "aiol_fd_set_ops")
+
+    # ------------------------------------------------------------ basics
+
+    @property
+    def backend(self):
+        """The fd monitor the loop runs on: "epoll", "io_uring" or "poll"."""
+        self._open_check()
+        return ffi.string(lib.aiol_loop_backend(self._loop)).decode()
+
+    @property
+    def closed(self):
+        return self._loop is None
+
+    def close(self):
+        """Removes every handler, cancels every callback, frees the loop."""
+        if self._loop is None:
+            return
+        if self._depth:
+            raise RuntimeError("close() from inside the loop's own poll")
+        self._owner_check("close")
+        for fd in list(self._fds):
+            lib.aiol_fd_remove(self._loop, fd)
+        self._fds.clear()
+        for h in list(self._handles):
+            h._drop()
+        lib.aiol_fd_remove(self._loop, self._sig_r)
+        lib.aiol_loop_free(self._loop)
+        self._loop = None
+        _os.close(self._sig_r)
+        _os.close(self._sig_w)
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_loop", None) is not None and \
+                _threading.get_ident() == self._owner and not self._depth:
+            self.close()
+
+    def time(self):
+        """The loop's clock (CLOCK_MONOTONIC) in seconds."""
+        return lib.aiol_clock_now_ns() / _NS
+
+    def _open_check(self):
+        if self._loop is None:
+            raise RuntimeError("the loop is closed")
+
+    def _owner_check(self, what):
+        self._open_check()
+        if _threading.get_ident() != self._owner:
+            raise RuntimeError("%s from a thread other than the loop's "
+                               "(use call_soon_threadsafe)" % what)
+
+    def _stash(self, exc):
+        """Keeps the first exception a callback raised, for poll()."""
+        if self._exc is None:
+            self._exc = exc
+
+    def _drain_sig(self):
+        try:
+            while _os.read(self._sig_r, 512):
+                pass
+        except BlockingIOError:
+            pass
+
+    # ------------------------------------------------- readers, writers
+
+    def _fd_update(self, rec):
+        read = lib.aiol_py_read if rec.reader else ffi.NULL
+        write = lib.aiol_py_write if rec.writer else ffi.NULL
+        poll = lib.aiol_py_poll if rec.poll else ffi.NULL
+        if read == ffi.NULL and write == ffi.NULL and poll == ffi.NULL:
+            _check(lib.aiol_fd_remove(self._loop, rec.fd), "aiol_fd_remove")
+            del self._fds[rec.fd]
+            return
+        _check(lib.aiol_fd_set(self._loop, rec.fd, read, write, poll,
+                               rec.handle), "aiol_fd_set")
+
+    def _fd_add(self, fd, slot, cb, args, poll=None):
+        self._open_check()
+        _callable(cb, "callback")
+        if poll is not None:
+            _callable(poll, "poll")
+        fd = _fileno(fd)
+        if fd == self._sig_r:
+            raise ValueError("fd %d is the loop's own" % fd)
+        rec = self._fds.get(fd)
+        new = rec is None
+        if new:
+            rec = _Fd(self, fd)
+        old = (rec.reader, rec.writer, rec.poll)
+        setattr(rec, slot, (cb, args))
+        if poll is not None:
+            rec.poll = poll
+        try:
+            if new:
+                self._fds[fd] = rec
+            self._fd_update(rec)
+        except BaseException:
+            rec.reader, rec.writer, rec.poll = old
+            if new:
+                del self._fds[fd]
+            raise
+
+    def _fd_remove(self, fd, slot):
+        self._open_check()
+        if not isinstance(fd, int):
+            fd = _fileno(fd)
+        rec = self._fds.get(fd)
+        if rec is None or getattr(rec, slot) is None:
+            return False
+        setattr(rec, slot, None)
+        if slot == "reader":
+            rec.poll = None
+        self._fd_update(rec)
+        return True
+
+    def add_reader(self, fd, callback, *args, poll=None):
+        """Calls callback(*args) while fd is readable (level-triggered).
+
+        poll: optional busy-poll check, a callable returning True when
+        there is work (see set_poll_params()); it then runs callback.
+        Replaces any reader of fd.  Any thread.
+        """
+        self._fd_add(fd, "reader", callback, args, poll)
+
+    def add_writer(self, fd, callback, *args):
+        """Calls callback(*args) while fd is writable.  Any thread."""
+        self._fd_add(fd, "writer", callback, args)
+
+    def remove_reader(self, fd):
+        """Removes fd's reader; True if there was one.  It never runs
+        again once this returns, even from inside a callback."""
+        return self._fd_remove(fd, "reader")
+
+    def remove_writer(self, fd):
+        """Removes fd's writer; True if there was one."""
+        return self._fd_remove(fd, "writer")
+
+    # ----------------------------------------------- callbacks, timers
+
+    def call_soon(self, callback, *args):
+        """Runs callback(*args) in the next iteration (a bottom half);
+        FIFO with other call_soon()s.  Returns a cancellable Handle."""
+        self._owner_check("call_soon")
+        return self._soon(callback, args)
+
+    def call_soon_threadsafe(self, callback, *args):
+        """call_soon() from any thread: wakes a blocked poll."""
+        self._open_check()
+        return self._soon(callback, args)
+
+    def _soon(self, callback, args):
+        _callable(callback, "callback")
+        h = Handle(self, callback, args)
+        out = ffi.new("aiol_bh **")
+        _check(lib.aiol_bh_new(self._loop, lib.aiol_py_bh, h._self_h, out),
+               "aiol_bh_new")
+        h._bh = out[0]
+        self._handles.add(h)
+        lib.aiol_bh_schedule(h._bh)
+        return h
+
+    def call_later(self, delay, callback, *args):
+        """Runs callback(*args) delay seconds from now.  TimerHandle."""
+        return self.call_at(self.time() + delay, callback, *args)
+
+    def call_at(self, when, callback, *args):
+        """Runs callback(*args) at loop time when (seconds)."""
+        self._owner_check("call_at")
+        _callable(callback, "callback")
+        if not isinstance(when, (int, float)) or when != when:
+            raise TypeError("when must be a number of seconds")
+        h = TimerHandle(self, callback, args)
+        h._timer = None
+        h._when = when
+        out = ffi.new("aiol_timer **")
+        _check(lib.aiol_timer_new(self._clock, lib.aiol_py_timer, h._self_h,
+                                  out), "aiol_timer_new")
+        h._timer = out[0]
+        ns = max(min(int(when * _NS), lib.AIOL_DEADLINE_NONE - 1), -2**62)
+        rc = lib.aiol_timer_mod(h._timer, ns)
+        if rc < 0:
+            lib.aiol_timer_free(h._timer)
+            _check(rc, "aiol_timer_mod")
+        self._handles.add(h)
+        return h
+
+    # --------------------------------------------------------- polling
+
+    def poll(self, blocking=True, timeout=None):
+        """One iteration; True when some callback made progress.
+
+        blocking: sleep until there is work (or timeout seconds pass).
+        May be called from inside a callback (a nested poll).  Raises the
+        first exception a callback raised during it.
+        """
+        self._owner_check("poll")
+        if not blocking:
+            deadline = 0
+        elif timeout is None:
+            deadline = lib.AIOL_DEADLINE_NONE
+        else:
+            deadline = lib.aiol_clock_now_ns() + max(0, int(timeout * _NS))
+        old_wakeup = None
+        main = (deadline != 0 and self._depth == 0 and
+                _threading.current_thread() is _threading.main_thread())
+        if main:
+            old_wakeup = _signal.set_wakeup_fd(self._sig_w,
+                                               warn_on_full_buffer=False)
+        polls = _polls()
+        polls.append(self)
+        self._depth += 1
+        try:
+            progress = lib.aiol_loop_poll_deadline(self._loop, deadline)
+        finally:
+            self._depth -= 1
+            polls.pop()
+            if main:
+                _signal.set_wakeup_fd(old_wakeup)
+        exc, self._exc = self._exc, None
+        if exc is not None:
+            raise exc
+        return bool(progress)
+
+    def run_until(self, predicate, timeout=None):
+        """Polls until predicate() is true; False if timeout ran out."""
+        _callable(predicate, "predicate")
+        end = None if timeout is None else self.time() + timeout
+        while not predicate():
+            if end is None:
+                self.poll()
+            else:
+                left = end - self.time()
+                if left <= 0:
+                    return bool(predicate())
+                self.poll(timeout=left)
+        return True
+
+    def notify(self):
+        """Wakes a blocked poll.  Any thread."""
+        self._open_check()
+        lib.aiol_loop_notify(self._loop)
+
+    def set_poll_params(self, max_ns, grow=0, shrink=0):
+        """Adaptive busy polling, as QEMU's poll-max-ns/-grow/-shrink
+        (0: double, reset).  max_ns 0 turns it off."""
+        self._owner_check("set_poll_params")
+        rc = lib.aiol_loop_set_poll_params(self._loop, max_ns, grow, shrink)
+        if rc == -_errno.EINVAL:
+            raise ValueError("poll parameters must be >= 0")
+        _check(rc, "aiol_loop_set_poll_params")
+
+    def stats(self):
+        """libaioloop's counters (aiol_loop_stats) as a dict."""
+        self._open_check()
+        st = ffi.new("aiol_loop_stats *")
+        lib.aiol_loop_stats_get(self._loop, st)
+        return {f: getattr(st, f) for f, _ in ffi.typeof(st[0]).fields}
+
+
+# ------------------------------------------------- C callbacks (cffi)
+
+def _fd_fire(opaque, slot):
+    rec = ffi.from_handle(opaque)
+    loop = rec.loop()
+    entry = getattr(rec, slot)
+    if loop is None or entry is None:
+        return
+    try:
+        entry[0](*entry[1])
+    except BaseException as e:  # (KeyboardInterrupt too: poll() raises it)
+        loop._stash(e)
+
+
+@ffi.def_extern(onerror=_onerror)
+def aiol_py_read(opaque):
+    _fd_fire(opaque, "reader")
+
+
+@ffi.def_extern(onerror=_onerror)
+def aiol_py_write(opaque):
+    _fd_fire(opaque, "writer")
+
+
+@ffi.def_extern(onerror=_onerror)
+def aiol_py_poll(opaque):
+    rec = ffi.from_handle(opaque)
+    loop = rec.loop()
+    if loop is None or rec.poll is None:
+        return False
+    try:
+        return bool(rec.poll())
+    except BaseException as e:
+        loop._stash(e)
+        return False
+
+
+def _handle_fire(opaque):
+    h = ffi.from_handle(opaque)
+    loop = h._loop
+    try:
+        h._run()
+    except BaseException as e:
+        loop._stash(e)
+
+
+@ffi.def_extern(onerror=_onerror)
+def aiol_py_bh(opaque):
+    _handle_fire(opaque)
+
+
+@ffi.def_extern(onerror=_onerror)
+def aiol_py_timer(opaque):
+    _handle_fire(opaque)

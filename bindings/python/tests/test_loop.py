@@ -1,0 +1,370 @@
+"""Loop scenarios written in Python, run on every backend.
+
+Each test is also an example of scripting a loop test: make fds ready,
+schedule work, poll, and assert on what ran and how often.  Run with
+    PYTHONPATH=<build>/bindings/python /usr/bin/python3 -m pytest bindings/python/tests
+(meson test --suite python does exactly that).
+"""
+import errno
+import gc
+import os
+import signal
+import sys
+import threading
+import time
+import weakref
+
+import pytest
+
+import aioloop
+
+
+def _available(backend):
+    try:
+        aioloop.Loop(backend).close()
+        return True
+    except (OSError, ValueError):
+        return False
+
+
+BACKENDS = [pytest.param(b, marks=pytest.mark.skipif(
+    not _available(b), reason="backend %s cannot start here" % b))
+    for b in aioloop.BACKENDS]
+
+
+@pytest.fixture(params=BACKENDS)
+def loop(request):
+    with aioloop.Loop(request.param) as lp:
+        assert lp.backend == request.param
+        yield lp
+
+
+@pytest.fixture
+def pipe():
+    r, w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+    yield r, w
+    for fd in (r, w):
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+
+def drain(fd):
+    try:
+        while os.read(fd, 4096):
+            pass
+    except BlockingIOError:
+        pass
+
+
+# ------------------------------------------------------------- readers
+
+def test_reader_is_level_triggered(loop, pipe):
+    r, w = pipe
+    calls = []
+    loop.add_reader(r, calls.append, "r")
+    os.write(w, b"x")
+    assert loop.poll(blocking=False) is True
+    assert loop.poll(blocking=False) is True   # still readable: again
+    assert calls == ["r", "r"]
+    drain(r)
+    assert loop.poll(blocking=False) is False
+    assert calls == ["r", "r"]
+
+
+def test_reader_accepts_fileno_objects(loop):
+    import socket
+    a, b = socket.socketpair()
+    with a, b:
+        got = []
+        loop.add_reader(a, lambda: got.append(a.recv(8)))
+        b.send(b"hi")
+        loop.poll(timeout=5)
+        assert got == [b"hi"]
+        assert loop.remove_reader(a) is True
+        assert loop.remove_reader(a) is False
+
+
+def test_removed_in_callback_never_runs_again(loop, pipe):
+    r, w = pipe
+    r2, w2 = os.pipe2(os.O_NONBLOCK)
+    calls = []
+
+    def first():
+        calls.append("first")
+        loop.remove_reader(r2)      # ready in the same iteration
+        loop.remove_reader(r)
+
+    loop.add_reader(r, first)
+    loop.add_reader(r2, calls.append, "second")
+    os.write(w, b"x")
+    os.write(w2, b"x")
+    for _ in range(3):
+        loop.poll(blocking=False)
+    # whichever ran first, a removed handler did not run after the remove
+    assert calls.count("first") == 1
+    assert calls.count("second") <= 1
+    os.close(r2)
+    os.close(w2)
+
+
+def test_writer_and_reader_on_one_fd(loop):
+    import socket
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        events = []
+        loop.add_writer(a, events.append, "w")
+        loop.add_reader(a, events.append, "r")
+        loop.poll(timeout=5)
+        assert events == ["w"]
+        loop.remove_writer(a)
+        b.send(b"x")
+        loop.poll(timeout=5)
+        assert events == ["w", "r"]
+
+
+def test_closed_fd_under_handler_is_not_called(loop, pipe):
+    r, w = pipe
+    calls = []
+    loop.add_reader(r, calls.append, 1)
+    os.write(w, b"x")
+    os.close(r)
+    for _ in range(3):
+        loop.poll(blocking=False)
+    assert calls == []
+    assert loop.stats()["bad_fds"] >= 1
+
+
+# ------------------------------------------- bottom halves and timers
+
+def test_call_soon_runs_fifo_once(loop):
+    order = []
+    for i in range(5):
+        loop.call_soon(order.append, i)
+    assert loop.poll(blocking=False) is True
+    assert order == [0, 1, 2, 3, 4]
+    assert loop.poll(blocking=False) is False
+
+
+def test_call_soon_cancel(loop):
+    ran = []
+    h = loop.call_soon(ran.append, 1)
+    h.cancel()
+    assert h.cancelled()
+    loop.poll(blocking=False)
+    assert ran == []
+
+
+def test_call_soon_threadsafe_wakes_blocked_poll(loop):
+    ran = []
+    t = threading.Timer(0.05, lambda: loop.call_soon_threadsafe(ran.append, "x"))
+    t.start()
+    assert loop.run_until(lambda: ran, timeout=10)
+    t.join()
+    assert ran == ["x"]
+
+
+def test_timers_fire_in_deadline_then_arming_order(loop):
+    order = []
+    now = loop.time()
+    loop.call_at(now + 0.02, order.append, "b")
+    loop.call_at(now + 0.01, order.append, "a")
+    loop.call_at(now + 0.02, order.append, "c")
+    cancelled = loop.call_at(now + 0.01, order.append, "never")
+    cancelled.cancel()
+    assert loop.run_until(lambda: len(order) == 3, timeout=10)
+    assert order == ["a", "b", "c"]
+    assert loop.time() >= now + 0.02
+
+
+def test_timer_far_future_does_not_spin(loop):
+    loop.call_later(10 ** 12, lambda: None)   # saturates, never due
+    start = loop.stats()["iterations"]
+    loop.poll(timeout=0.02)
+    assert loop.stats()["iterations"] == start + 1
+
+
+# ------------------------------------------------------------- nesting
+
+def test_nested_poll_dispatches_once(loop, pipe):
+    r, w = pipe
+    r2, w2 = os.pipe2(os.O_NONBLOCK)
+    calls = []
+
+    def outer():
+        calls.append("outer")
+        drain(r)
+        loop.poll(blocking=False)        # nested: runs inner once
+
+    def inner():
+        calls.append("inner")
+        drain(r2)
+
+    loop.add_reader(r, outer)
+    loop.add_reader(r2, inner)
+    os.write(w, b"x")
+    os.write(w2, b"x")
+    loop.poll(blocking=False)
+    assert sorted(calls) == ["inner", "outer"]
+    os.close(r2)
+    os.close(w2)
+
+
+# ---------------------------------------------------------- exceptions
+
+def test_exception_reaches_poll_and_loop_stays_consistent(loop, pipe):
+    r, w = pipe
+    calls = []
+
+    def bad():
+        calls.append("bad")
+        raise KeyError("from a callback")
+
+    loop.add_reader(r, bad)
+    loop.call_soon(calls.append, "bh")
+    os.write(w, b"x")
+    with pytest.raises(KeyError) as info:
+        loop.poll(blocking=False)
+    assert info.value.__traceback__ is not None
+    assert "bad" in calls and "bh" in calls   # the rest of the iteration ran
+    with pytest.raises(KeyError):
+        loop.poll(blocking=False)            # still registered, still ready
+    assert calls.count("bad") == 2
+
+
+def test_keyboard_interrupt_ends_blocking_poll(loop):
+    if threading.current_thread() is not threading.main_thread():
+        pytest.skip("signals reach the main thread only")
+    t = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+    t.start()
+    with pytest.raises(KeyboardInterrupt):
+        loop.poll(timeout=10)
+    t.join()
+
+
+# ----------------------------------------------------------- bad input
+
+def test_bad_input_raises(loop, pipe):
+    r, w = pipe
+    with pytest.raises(OSError) as e:
+        loop.add_reader(-1, print)
+    assert e.value.errno == errno.EBADF
+    closed = os.dup(r)
+    os.close(closed)
+    with pytest.raises(OSError) as e:
+        loop.add_reader(closed, print)
+    assert e.value.errno == errno.EBADF
+    with pytest.raises(TypeError):
+        loop.add_reader(r, "not callable")
+    with pytest.raises(TypeError):
+        loop.add_reader("nope", print)
+    with pytest.raises(TypeError):
+        loop.call_soon(42)
+    with pytest.raises(ValueError):
+        loop.set_poll_params(-1)
+    with pytest.raises(ValueError):
+        aioloop.Loop("no-such-backend")
+
+
+def test_wrong_thread_and_closed_loop_raise(loop):
+    errs = []
+
+    def other():
+        for call in (lambda: loop.call_later(1, print), lambda: loop.poll(False)):
+            try:
+                call()
+            except RuntimeError as e:
+                errs.append(e)
+
+    t = threading.Thread(target=other)
+    t.start()
+    t.join()
+    assert len(errs) == 2
+    loop.close()
+    with pytest.raises(RuntimeError):
+        loop.poll(blocking=False)
+    with pytest.raises(RuntimeError):
+        loop.call_soon(print)
+    loop.close()  # twice is fine
+
+
+# ------------------------------------------------- lifetimes and GIL
+
+def test_callbacks_live_exactly_as_long_as_needed(loop, pipe):
+    r, w = pipe
+
+    def cb():
+        pass
+
+    before = sys.getrefcount(cb)
+    for _ in range(20000):
+        loop.add_reader(r, cb)
+        loop.remove_reader(r)
+    for _ in range(2000):
+        loop.call_later(10, cb).cancel()
+        loop.call_soon(cb).cancel()
+    gc.collect()
+    assert sys.getrefcount(cb) == before
+
+
+def test_loop_is_collectable(pipe):
+    r, w = pipe
+    lp = aioloop.Loop()
+    lp.add_reader(r, lambda: lp)     # a cycle through the callback
+    lp.call_later(5, lambda: lp)
+    ref = weakref.ref(lp)
+    del lp
+    gc.collect()
+    assert ref() is None
+
+
+def test_gil_is_released_while_blocking(loop):
+    ticks = []
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            ticks.append(1)
+            time.sleep(0.001)
+
+    t = threading.Thread(target=spin)
+    t.start()
+    loop.poll(timeout=0.2)
+    stop.set()
+    t.join()
+    assert len(ticks) > 10
+
+
+# ------------------------------------------------------- busy polling
+
+def test_busy_poll_callback_finds_work(loop, pipe):
+    """A producer queues work and kicks the fd, as a guest does a
+    virtqueue; with busy polling on, the poll callback is consulted
+    before the loop sleeps, and every job runs exactly once."""
+    r, w = pipe
+    work, ran = [], []
+    lock = threading.Lock()
+
+    def consume():
+        drain(r)
+        with lock:
+            while work:
+                ran.append(work.pop(0))
+
+    def produce():
+        for i in range(20):
+            with lock:
+                work.append(i)
+            os.write(w, b"k")
+            time.sleep(0.001)
+
+    loop.set_poll_params(10000000)       # windows up to 10 ms
+    loop.add_reader(r, consume, poll=lambda: bool(work))
+    t = threading.Thread(target=produce)
+    t.start()
+    assert loop.run_until(lambda: len(ran) == 20, timeout=30)
+    t.join()
+    assert ran == list(range(20))
+    assert loop.stats()["poll_rounds"] > 0
