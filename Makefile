@@ -18,7 +18,7 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             libcmocka-dev python3 liburing-dev libuv1-dev \
-            python3-cffi python3-pytest python3-dev
+            python3-cffi python3-pytest python3-dev python3-hypothesis
 # The peers `make bench` compares against, the plots and the syscall count.
 BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
               strace

@@ -30,7 +30,7 @@ from . import _ffi
 ffi = _ffi.ffi
 lib = _ffi.lib
 
-__all__ = ["Loop", "Handle", "TimerHandle", "BACKENDS"]
+__all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "BACKENDS"]
 
 #: The backend names libaioloop knows (io_uring only where built with it).
 BACKENDS = ("epoll", "io_uring", "poll")
@@ -452,6 +452,68 @@ class Loop:
         st = ffi.new("aiol_loop_stats *")
         lib.aiol_loop_stats_get(self._loop, st)
         return {f: getattr(st, f) for f, _ in ffi.typeof(st[0]).fields}
+
+
+class IOThread:
+    """A Loop polled by a thread of its own until stop().
+
+    Other threads hand it work with iothread.loop.call_soon_threadsafe(),
+    add_reader()/add_writer() and notify().  An exception a callback
+    raises on the thread is kept and raised again by stop().  A context
+    manager: leaving the block stops the thread.
+    """
+
+    def __init__(self, backend=None, name="aioloop-iothread"):
+        self.loop = None
+        self._error = None
+        self._stopping = False
+        self._started = _threading.Event()
+        self._thread = _threading.Thread(target=self._run, args=(backend,),
+                                         name=name, daemon=True)
+        self._thread.start()
+        self._started.wait()
+        if self.loop is None:
+            self._thread.join()
+            raise self._error
+
+    def _run(self, backend):
+        try:
+            self.loop = Loop(backend)
+        except BaseException as e:
+            self._error = e
+            self._started.set()
+            return
+        self._started.set()
+        try:
+            while not self._stopping:
+                try:
+                    self.loop.poll()
+                except BaseException as e:
+                    if self._error is None:
+                        self._error = e
+        finally:
+            self.loop.close()
+
+    def _stop_flag(self):
+        self._stopping = True
+
+    def stop(self):
+        """Stops the thread after its current iteration and joins it; the
+        loop is closed.  Raises the first exception a callback raised."""
+        if self._thread.is_alive():
+            if _threading.get_ident() == self._thread.ident:
+                raise RuntimeError("an IOThread cannot stop itself")
+            self.loop.call_soon_threadsafe(self._stop_flag)
+            self._thread.join()
+        err, self._error = self._error, None
+        if err is not None:
+            raise err
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.stop()
 
 
 # ------------------------------------------------- C callbacks (cffi)

@@ -368,3 +368,43 @@ def test_busy_poll_callback_finds_work(loop, pipe):
     t.join()
     assert ran == list(range(20))
     assert loop.stats()["poll_rounds"] > 0
+
+
+# ------------------------------------------------------------ IOThread
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_iothread_runs_work_from_other_threads(backend, pipe):
+    r, w = pipe
+    done = threading.Event()
+    seen = []
+    with aioloop.IOThread(backend) as io:
+        assert io.loop.backend == backend
+        io.loop.call_soon_threadsafe(
+            lambda: seen.append(threading.current_thread().name))
+
+        def on_read():
+            drain(r)
+            seen.append("read")
+            done.set()
+
+        io.loop.add_reader(r, on_read)
+        os.write(w, b"x")
+        assert done.wait(10)
+        io.loop.remove_reader(r)
+    assert seen == ["aioloop-iothread", "read"]
+    assert io.loop.closed
+
+
+def test_iothread_stop_raises_callback_exception():
+    io = aioloop.IOThread()
+    ran = threading.Event()
+
+    def bad():
+        ran.set()
+        raise ZeroDivisionError("on the iothread")
+
+    io.loop.call_soon_threadsafe(bad)
+    assert ran.wait(10)
+    with pytest.raises(ZeroDivisionError):
+        io.stop()
+    io.stop()  # stopped: no-op
