@@ -178,13 +178,23 @@ AIOLOOP_BUILD=$work/aioloop-build
 AIOLOOP_PREFIX=$work/aioloop-prefix
 export PKG_CONFIG_PATH=$AIOLOOP_PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 aioloop_hook() {
-    if [ ! -f "$AIOLOOP_BUILD/build.ninja" ]; then
-        stamp "libaioloop: meson setup $AIOLOOP_BUILD (static)"
-        meson setup "$AIOLOOP_BUILD" "$repo" -Ddefault_library=static -Dtests=false \
-            --prefix="$AIOLOOP_PREFIX" --libdir=lib >/dev/null
-    fi
-    "${nice_cmd[@]}" ninja -C "$AIOLOOP_BUILD" libaioloop.a >/dev/null
-    meson install --no-rebuild --quiet -C "$AIOLOOP_BUILD" >/dev/null
+    local opts=(-Ddefault_library=static -Dtests=false -Dpython=disabled)
+    local log=$work/aioloop-build.log
+    {
+        if [ ! -f "$AIOLOOP_BUILD/build.ninja" ]; then
+            stamp "libaioloop: meson setup $AIOLOOP_BUILD (static)"
+            meson setup "$AIOLOOP_BUILD" "$repo" "${opts[@]}" \
+                --prefix="$AIOLOOP_PREFIX" --libdir=lib
+        else
+            meson setup --reconfigure "$AIOLOOP_BUILD" "$repo" "${opts[@]}"
+        fi &&
+        "${nice_cmd[@]}" ninja -C "$AIOLOOP_BUILD" &&
+        meson install --no-rebuild --quiet -C "$AIOLOOP_BUILD"
+    } > "$log" 2>&1 || {
+        tail -n 30 "$log" >&2
+        echo "build.sh: building libaioloop for the fork failed; see $log" >&2
+        exit 1
+    }
 }
 
 # Configure $2 from source $1 with flags "${@:3}", unless it was already
