@@ -21,14 +21,17 @@ released while a poll blocks.
 """
 import errno as _errno
 import os as _os
+from collections import deque as _deque
 import signal as _signal
 import threading as _threading
+from threading import get_ident as _get_ident
 import weakref as _weakref
 
 from . import _ffi
 
 ffi = _ffi.ffi
 lib = _ffi.lib
+_from_handle = ffi.from_handle
 
 __all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "BACKENDS"]
 
@@ -36,6 +39,8 @@ __all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "BACKENDS"]
 BACKENDS = ("epoll", "io_uring", "poll")
 
 _NS = 1000000000
+_NONE = lib.AIOL_DEADLINE_NONE
+_poll_deadline = lib.aiol_loop_poll_deadline
 
 # The polls running on each thread, innermost last: an exception that
 # escapes a callback's own handling (a signal's KeyboardInterrupt raised
@@ -103,44 +108,25 @@ class _Fd:
 class Handle:
     """A callback scheduled with call_soon(): cancel() unschedules it."""
 
-    __slots__ = ("_loop", "_cb", "_args", "_bh", "_self_h", "__weakref__")
+    __slots__ = ("_cb", "_args", "__weakref__")
 
-    def __init__(self, loop, cb, args):
-        self._loop = loop
+    def __init__(self, cb, args):
         self._cb = cb
         self._args = args
-        self._bh = None
-        self._self_h = ffi.new_handle(self)
 
     def cancelled(self):
         """True once cancel() ran or the callback ran."""
         return self._cb is None
 
-    def _release(self):
-        self._cb = self._args = None
-        self._loop._handles.discard(self)
-
-    def _run(self):
-        cb, args = self._cb, self._args
-        self._drop()
-        if cb is not None:
-            cb(*args)
-
-    def _drop(self):
-        if self._bh is not None:
-            lib.aiol_bh_delete(self._bh)  # (also from its own callback)
-            self._bh = None
-        self._release()
-
     def cancel(self):
         """Unschedules the callback if it has not run.  Any thread."""
-        self._drop()
+        self._cb = self._args = None
 
 
 class TimerHandle(Handle):
     """A callback scheduled with call_later()/call_at()."""
 
-    __slots__ = ("_timer", "_when")
+    __slots__ = ("_loop", "_timer", "_when", "_self_h")
 
     def when(self):
         """The loop time (seconds) the callback is due."""
@@ -150,12 +136,20 @@ class TimerHandle(Handle):
         if self._timer is not None:
             lib.aiol_timer_free(self._timer)  # (also from its own callback)
             self._timer = None
-        self._release()
+        self._cb = self._args = None
+        self._loop._handles.discard(self)
 
     def cancel(self):
         """Unschedules the callback if it has not run.  Loop's thread."""
-        self._loop._owner_check("TimerHandle.cancel")
+        if self._timer is not None:
+            self._loop._owner_check("TimerHandle.cancel")
         self._drop()
+
+
+class _Soon:
+    """The opaque of the loop's one call_soon bottom half."""
+
+    __slots__ = ("ready", "bh", "__weakref__")
 
 
 class Loop:
@@ -181,6 +175,18 @@ class Loop:
         self._exc = None        # first exception a callback raised
         self._depth = 0         # polls on the stack
         self._clock = lib.aiol_loop_clock(self._loop)
+        # call_soon(): a FIFO of Handles run by one bottom half, scheduled
+        # when the FIFO stops being empty (as asyncio's ready queue).
+        self._soon = _Soon()
+        self._soon.ready = self._ready = _deque()
+        self._soon_h = ffi.new_handle(self._soon)
+        out = ffi.new("aiol_bh **")
+        rc = lib.aiol_bh_new(self._loop, lib.aiol_py_bh, self._soon_h, out)
+        if rc < 0:
+            lib.aiol_loop_free(self._loop)
+            self._loop = None
+            _check(rc, "aiol_bh_new")
+        self._soon.bh = self._soon_bh = out[0]
         # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
         # handler ends the poll, so Python can run its signal handler.
         self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
@@ -215,6 +221,8 @@ class Loop:
         self._fds.clear()
         for h in list(self._handles):
             h._drop()
+        self._ready.clear()
+        lib.aiol_bh_delete(self._soon_bh)
         lib.aiol_fd_remove(self._loop, self._sig_r)
         lib.aiol_loop_free(self._loop)
         self._loop = None
@@ -335,25 +343,26 @@ class Loop:
     # ----------------------------------------------- callbacks, timers
 
     def call_soon(self, callback, *args):
-        """Runs callback(*args) in the next iteration (a bottom half);
-        FIFO with other call_soon()s.  Returns a cancellable Handle."""
-        self._owner_check("call_soon")
-        return self._soon(callback, args)
+        """Runs callback(*args) in the next iteration, FIFO with other
+        call_soon()s (a bottom half).  Returns a cancellable Handle."""
+        if self._loop is None or _get_ident() != self._owner:
+            self._owner_check("call_soon")
+        if not callable(callback):
+            _callable(callback, "callback")
+        h = Handle(callback, args)
+        ready = self._ready
+        ready.append(h)
+        if len(ready) == 1:
+            lib.aiol_bh_schedule(self._soon_bh)
+        return h
 
     def call_soon_threadsafe(self, callback, *args):
         """call_soon() from any thread: wakes a blocked poll."""
         self._open_check()
-        return self._soon(callback, args)
-
-    def _soon(self, callback, args):
         _callable(callback, "callback")
-        h = Handle(self, callback, args)
-        out = ffi.new("aiol_bh **")
-        _check(lib.aiol_bh_new(self._loop, lib.aiol_py_bh, h._self_h, out),
-               "aiol_bh_new")
-        h._bh = out[0]
-        self._handles.add(h)
-        lib.aiol_bh_schedule(h._bh)
+        h = Handle(callback, args)
+        self._ready.append(h)
+        lib.aiol_bh_schedule(self._soon_bh)  # (lock-free; dedups; wakes)
         return h
 
     def call_later(self, delay, callback, *args):
@@ -366,9 +375,11 @@ class Loop:
         _callable(callback, "callback")
         if not isinstance(when, (int, float)) or when != when:
             raise TypeError("when must be a number of seconds")
-        h = TimerHandle(self, callback, args)
+        h = TimerHandle(callback, args)
+        h._loop = self
         h._timer = None
         h._when = when
+        h._self_h = ffi.new_handle(h)
         out = ffi.new("aiol_timer **")
         _check(lib.aiol_timer_new(self._clock, lib.aiol_py_timer, h._self_h,
                                   out), "aiol_timer_new")
@@ -390,14 +401,14 @@ class Loop:
         May be called from inside a callback (a nested poll).  Raises the
         first exception a callback raised during it.
         """
-        self._owner_check("poll")
+        if self._loop is None or _get_ident() != self._owner:
+            self._owner_check("poll")
         if not blocking:
             deadline = 0
         elif timeout is None:
-            deadline = lib.AIOL_DEADLINE_NONE
+            deadline = _NONE
         else:
             deadline = lib.aiol_clock_now_ns() + max(0, int(timeout * _NS))
-        old_wakeup = None
         main = (deadline != 0 and self._depth == 0 and
                 _threading.current_thread() is _threading.main_thread())
         if main:
@@ -407,16 +418,17 @@ class Loop:
         polls.append(self)
         self._depth += 1
         try:
-            progress = lib.aiol_loop_poll_deadline(self._loop, deadline)
+            progress = _poll_deadline(self._loop, deadline)
         finally:
             self._depth -= 1
             polls.pop()
             if main:
                 _signal.set_wakeup_fd(old_wakeup)
-        exc, self._exc = self._exc, None
+        exc = self._exc
         if exc is not None:
+            self._exc = None
             raise exc
-        return bool(progress)
+        return progress
 
     def run_until(self, predicate, timeout=None):
         """Polls until predicate() is true; False if timeout ran out."""
@@ -518,55 +530,62 @@ class IOThread:
 
 # ------------------------------------------------- C callbacks (cffi)
 
-def _fd_fire(opaque, slot):
-    rec = ffi.from_handle(opaque)
-    loop = rec.loop()
-    entry = getattr(rec, slot)
-    if loop is None or entry is None:
-        return
-    try:
-        entry[0](*entry[1])
-    except BaseException as e:  # (KeyboardInterrupt too: poll() raises it)
-        loop._stash(e)
-
+# Exceptions leave these functions and reach _onerror(), which hands them
+# to the innermost poll() of this thread: no try/except on the fast path.
 
 @ffi.def_extern(onerror=_onerror)
 def aiol_py_read(opaque):
-    _fd_fire(opaque, "reader")
+    e = _from_handle(opaque).reader
+    if e is not None:
+        e[0](*e[1])
 
 
 @ffi.def_extern(onerror=_onerror)
 def aiol_py_write(opaque):
-    _fd_fire(opaque, "writer")
+    e = _from_handle(opaque).writer
+    if e is not None:
+        e[0](*e[1])
 
 
 @ffi.def_extern(onerror=_onerror)
 def aiol_py_poll(opaque):
-    rec = ffi.from_handle(opaque)
-    loop = rec.loop()
-    if loop is None or rec.poll is None:
-        return False
-    try:
-        return bool(rec.poll())
-    except BaseException as e:
-        loop._stash(e)
-        return False
-
-
-def _handle_fire(opaque):
-    h = ffi.from_handle(opaque)
-    loop = h._loop
-    try:
-        h._run()
-    except BaseException as e:
-        loop._stash(e)
+    p = _from_handle(opaque).poll
+    return p is not None and bool(p())
 
 
 @ffi.def_extern(onerror=_onerror)
 def aiol_py_bh(opaque):
-    _handle_fire(opaque)
+    soon = _from_handle(opaque)
+    ready = soon.ready
+    n = len(ready)
+    if n > 1:
+        # A nested poll in one of these callbacks goes on with the batch.
+        lib.aiol_bh_schedule(soon.bh)
+    err = None
+    while n > 0 and ready:
+        n -= 1
+        h = ready.popleft()
+        cb = h._cb
+        if cb is not None:
+            args = h._args
+            h._cb = h._args = None
+            try:
+                cb(*args)
+            except BaseException as e:
+                if err is None:
+                    err = e
+    if ready:
+        lib.aiol_bh_schedule(soon.bh)  # scheduled meanwhile: next iteration
+    else:
+        lib.aiol_bh_cancel(soon.bh)
+    if err is not None:
+        raise err
 
 
 @ffi.def_extern(onerror=_onerror)
 def aiol_py_timer(opaque):
-    _handle_fire(opaque)
+    h = _from_handle(opaque)
+    cb, args = h._cb, h._args
+    h._drop()
+    if cb is not None:
+        cb(*args)

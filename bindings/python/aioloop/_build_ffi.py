@@ -62,6 +62,7 @@ int aiol_fd_remove(aiol_loop *loop, int fd);
 int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
                 aiol_bh **out);
 void aiol_bh_schedule(aiol_bh *bh);
+void aiol_bh_cancel(aiol_bh *bh);
 void aiol_bh_delete(aiol_bh *bh);
 
 aiol_clock *aiol_loop_clock(aiol_loop *loop);
