@@ -21,12 +21,12 @@ DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             python3-cffi python3-pytest python3-dev python3-hypothesis
 # The peers `make bench` compares against, the plots and the syscall count.
 BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
-              strace
+              strace python3-uvloop
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench clean \
+.PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench bench-python clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-stock check-guest clean-qemu
 
@@ -132,6 +132,17 @@ bench: bench-deps
 	  test -x $(BUILD_BENCH)/bench/bench-$$b || { meson setup --reconfigure $(BUILD_BENCH) >/dev/null && ninja -C $(BUILD_BENCH); break; }; \
 	done
 	/usr/bin/python3 bench/run.py $(BUILD_BENCH) $(BENCH_ARGS)
+	@$(MAKE) --no-print-directory bench-python
+
+# Python-level dispatch and call_soon: the binding against asyncio and
+# uvloop, interleaved (bench/python_bench.py).
+bench-python: bench-deps
+	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
+	ninja -C $(BUILD_BENCH)
+	@mkdir -p $(BUILD_BENCH)/bench-results
+	PYTHONPATH=$(BUILD_BENCH)/bindings/python /usr/bin/python3 bench/python_bench.py \
+	  $(if $(findstring --quick,$(BENCH_ARGS)),--quick) \
+	  --json $(BUILD_BENCH)/bench-results/python.json
 
 # The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our
 # patch series, linked with libaioloop from this tree: the unit tests and

@@ -25,7 +25,6 @@ from collections import deque as _deque
 import signal as _signal
 import threading as _threading
 from threading import get_ident as _get_ident
-import weakref as _weakref
 
 from . import _ffi
 
@@ -42,26 +41,19 @@ _NS = 1000000000
 _NONE = lib.AIOL_DEADLINE_NONE
 _poll_deadline = lib.aiol_loop_poll_deadline
 
-# The polls running on each thread, innermost last: an exception that
-# escapes a callback's own handling (a signal's KeyboardInterrupt raised
-# between two bytecodes of the callback) goes to the innermost one.
-_tls = _threading.local()
-
-
-def _polls():
-    try:
-        return _tls.polls
-    except AttributeError:
-        _tls.polls = []
-        return _tls.polls
-
-
 def _onerror(exc_type, exc_value, tb):
-    polls = _polls()
-    if polls and exc_value is not None:
-        polls[-1]._stash(exc_value.with_traceback(tb))
-        return None
-    return None  # (no poll: cffi prints it, as for any callback)
+    """An exception that left a C callback: kept for the poll() that runs
+    it.  The callback's frame names its opaque; each opaque's object holds
+    its loop's error list (errs)."""
+    frame = tb.tb_frame if tb is not None else None
+    opaque = frame.f_locals.get("opaque") if frame is not None else None
+    if opaque is not None and exc_value is not None:
+        try:
+            _from_handle(opaque).errs.append(exc_value.with_traceback(tb))
+            return None
+        except Exception:
+            pass
+    return None  # (cffi prints what it cannot hand over)
 
 
 def _check(rc, what):
@@ -95,11 +87,11 @@ def _callable(cb, what):
 class _Fd:
     """The Python side of one fd's handler: its reader and writer."""
 
-    __slots__ = ("loop", "fd", "reader", "writer", "poll", "handle",
+    __slots__ = ("errs", "fd", "reader", "writer", "poll", "handle",
                  "__weakref__")
 
     def __init__(self, loop, fd):
-        self.loop = _weakref.ref(loop)  # no cycle through the C opaque
+        self.errs = loop._errs  # the loop's, not the loop: no cycle through C
         self.fd = fd
         self.reader = self.writer = self.poll = None
         self.handle = ffi.new_handle(self)
@@ -126,7 +118,7 @@ class Handle:
 class TimerHandle(Handle):
     """A callback scheduled with call_later()/call_at()."""
 
-    __slots__ = ("_loop", "_timer", "_when", "_self_h")
+    __slots__ = ("_loop", "_timer", "_when", "_self_h", "errs")
 
     def when(self):
         """The loop time (seconds) the callback is due."""
@@ -149,7 +141,7 @@ class TimerHandle(Handle):
 class _Soon:
     """The opaque of the loop's one call_soon bottom half."""
 
-    __slots__ = ("ready", "bh", "__weakref__")
+    __slots__ = ("ready", "bh", "errs", "__weakref__")
 
 
 class Loop:
@@ -172,12 +164,13 @@ class Loop:
         self._owner = _threading.get_ident()
         self._fds = {}          # fd -> _Fd
         self._handles = set()   # scheduled Handles (they own C objects)
-        self._exc = None        # first exception a callback raised
+        self._errs = []         # exceptions callbacks raised, for poll()
         self._depth = 0         # polls on the stack
         self._clock = lib.aiol_loop_clock(self._loop)
         # call_soon(): a FIFO of Handles run by one bottom half, scheduled
         # when the FIFO stops being empty (as asyncio's ready queue).
         self._soon = _Soon()
+        self._soon.errs = self._errs
         self._soon.ready = self._ready = _deque()
         self._soon_h = ffi.new_handle(self._soon)
         out = ffi.new("aiol_bh **")
@@ -190,6 +183,8 @@ class Loop:
         # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
         # handler ends the poll, so Python can run its signal handler.
         self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
+        self._wakeup_set = False
+        self._old_wakeup = None
         self._sig_ops = ffi.new("aiol_fd_ops *", {
             "read": lib.aiol_py_read, "flags": lib.AIOL_FD_NO_PROGRESS})
         self._sig_fd = _Fd(self, self._sig_r)
@@ -226,6 +221,11 @@ class Loop:
         lib.aiol_fd_remove(self._loop, self._sig_r)
         lib.aiol_loop_free(self._loop)
         self._loop = None
+        if self._old_wakeup is not None and \
+                _threading.current_thread() is _threading.main_thread():
+            cur = _signal.set_wakeup_fd(self._old_wakeup)
+            if cur != self._sig_w:
+                _signal.set_wakeup_fd(cur)  # someone else's since: keep it
         _os.close(self._sig_r)
         _os.close(self._sig_w)
 
@@ -254,10 +254,6 @@ class Loop:
             raise RuntimeError("%s from a thread other than the loop's "
                                "(use call_soon_threadsafe)" % what)
 
-    def _stash(self, exc):
-        """Keeps the first exception a callback raised, for poll()."""
-        if self._exc is None:
-            self._exc = exc
 
     def _drain_sig(self):
         try:
@@ -380,6 +376,7 @@ class Loop:
         h._timer = None
         h._when = when
         h._self_h = ffi.new_handle(h)
+        h.errs = self._errs
         out = ffi.new("aiol_timer **")
         _check(lib.aiol_timer_new(self._clock, lib.aiol_py_timer, h._self_h,
                                   out), "aiol_timer_new")
@@ -409,26 +406,28 @@ class Loop:
             deadline = _NONE
         else:
             deadline = lib.aiol_clock_now_ns() + max(0, int(timeout * _NS))
-        main = (deadline != 0 and self._depth == 0 and
-                _threading.current_thread() is _threading.main_thread())
-        if main:
-            old_wakeup = _signal.set_wakeup_fd(self._sig_w,
-                                               warn_on_full_buffer=False)
-        polls = _polls()
-        polls.append(self)
+        if deadline != 0 and not self._wakeup_set:
+            self._set_wakeup()
         self._depth += 1
         try:
             progress = _poll_deadline(self._loop, deadline)
         finally:
             self._depth -= 1
-            polls.pop()
-            if main:
-                _signal.set_wakeup_fd(old_wakeup)
-        exc = self._exc
-        if exc is not None:
-            self._exc = None
+        errs = self._errs
+        if errs:
+            exc = errs[0]
+            errs.clear()
             raise exc
         return progress
+
+    def _set_wakeup(self):
+        """Makes the loop's pipe the signal wakeup fd while it lives (main
+        thread only), so Ctrl-C ends a blocking poll: Python then runs the
+        signal handler, whose KeyboardInterrupt poll() raises."""
+        self._wakeup_set = True
+        if _threading.current_thread() is _threading.main_thread():
+            self._old_wakeup = _signal.set_wakeup_fd(
+                self._sig_w, warn_on_full_buffer=False)
 
     def run_until(self, predicate, timeout=None):
         """Polls until predicate() is true; False if timeout ran out."""
@@ -530,8 +529,9 @@ class IOThread:
 
 # ------------------------------------------------- C callbacks (cffi)
 
-# Exceptions leave these functions and reach _onerror(), which hands them
-# to the innermost poll() of this thread: no try/except on the fast path.
+# An exception leaves these functions and reaches _onerror(), which adds
+# it to the errs of the object behind the opaque: the loop's error list,
+# which poll() raises from.  No try/except on the fast path.
 
 @ffi.def_extern(onerror=_onerror)
 def aiol_py_read(opaque):
@@ -561,7 +561,6 @@ def aiol_py_bh(opaque):
     if n > 1:
         # A nested poll in one of these callbacks goes on with the batch.
         lib.aiol_bh_schedule(soon.bh)
-    err = None
     while n > 0 and ready:
         n -= 1
         h = ready.popleft()
@@ -571,15 +570,12 @@ def aiol_py_bh(opaque):
             h._cb = h._args = None
             try:
                 cb(*args)
-            except BaseException as e:
-                if err is None:
-                    err = e
+            except BaseException as e:  # the rest of the batch still runs
+                soon.errs.append(e)
     if ready:
         lib.aiol_bh_schedule(soon.bh)  # scheduled meanwhile: next iteration
     else:
         lib.aiol_bh_cancel(soon.bh)
-    if err is not None:
-        raise err
 
 
 @ffi.def_extern(onerror=_onerror)

@@ -1,0 +1,214 @@
+"""Python-level loop costs: aioloop against asyncio and uvloop, interleaved.
+
+    PYTHONPATH=<build>/bindings/python /usr/bin/python3 bench/python_bench.py
+        [--rounds N] [--quick] [--json FILE]
+
+Workloads, the same Python work on every loop:
+  call_soon   a burst of N callbacks scheduled with call_soon, then run
+              (ns per callback, scheduling included);
+  chain       each callback schedules the next with call_soon (ns per
+              callback: one iteration each);
+  pingpong    two socketpair ends; each reader reads a byte and writes
+              one to the other side (ns per readiness dispatch).
+Each cell is the median of ROUNDS rounds; the loops take turns within a
+round, so machine noise hits all of them alike.  Ratios are against
+asyncio's default loop measured in the same run.
+"""
+import argparse
+import asyncio
+import json
+import os
+import socket
+import statistics
+import sys
+import time
+
+import aioloop
+
+try:
+    import uvloop
+except ImportError:  # (python3-uvloop; make bench-deps installs it)
+    uvloop = None
+
+
+# ------------------------------------------------------------ aioloop
+
+def aio_call_soon(n):
+    with aioloop.Loop() as loop:
+        left = [n]
+
+        def cb():
+            left[0] -= 1
+
+        t0 = time.perf_counter_ns()
+        for _ in range(n):
+            loop.call_soon(cb)
+        while left[0]:
+            loop.poll(blocking=False)
+        return (time.perf_counter_ns() - t0) / n
+
+
+def aio_chain(n):
+    with aioloop.Loop() as loop:
+        left = [n]
+
+        def cb():
+            left[0] -= 1
+            if left[0]:
+                loop.call_soon(cb)
+
+        t0 = time.perf_counter_ns()
+        loop.call_soon(cb)
+        while left[0]:
+            loop.poll(blocking=False)
+        return (time.perf_counter_ns() - t0) / n
+
+
+def aio_pingpong(n):
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    with aioloop.Loop() as loop, a, b:
+        left = [n]
+
+        def bounce(src, dst):
+            src.recv(1)
+            left[0] -= 1
+            if left[0] > 0:
+                dst.send(b"x")
+
+        loop.add_reader(a, bounce, a, b)
+        loop.add_reader(b, bounce, b, a)
+        t0 = time.perf_counter_ns()
+        a.send(b"x")
+        while left[0] > 0:
+            loop.poll()
+        dt = time.perf_counter_ns() - t0
+        loop.remove_reader(a)
+        loop.remove_reader(b)
+        return dt / n
+
+
+# ------------------------------------------------- asyncio and uvloop
+
+def _asyncio_run(make_loop, body, n):
+    loop = make_loop()
+    try:
+        return body(loop, n)
+    finally:
+        loop.close()
+
+
+def _a_call_soon(loop, n):
+    fut = loop.create_future()
+    left = [n]
+
+    def cb():
+        left[0] -= 1
+        if not left[0]:
+            fut.set_result(None)
+
+    t0 = time.perf_counter_ns()
+    for _ in range(n):
+        loop.call_soon(cb)
+    loop.run_until_complete(fut)
+    return (time.perf_counter_ns() - t0) / n
+
+
+def _a_chain(loop, n):
+    fut = loop.create_future()
+    left = [n]
+
+    def cb():
+        left[0] -= 1
+        if left[0]:
+            loop.call_soon(cb)
+        else:
+            fut.set_result(None)
+
+    t0 = time.perf_counter_ns()
+    loop.call_soon(cb)
+    loop.run_until_complete(fut)
+    return (time.perf_counter_ns() - t0) / n
+
+
+def _a_pingpong(loop, n):
+    a, b = socket.socketpair()
+    a.setblocking(False)
+    b.setblocking(False)
+    fut = loop.create_future()
+    left = [n]
+
+    def bounce(src, dst):
+        src.recv(1)
+        left[0] -= 1
+        if left[0] > 0:
+            dst.send(b"x")
+        elif not fut.done():
+            fut.set_result(None)
+
+    with a, b:
+        loop.add_reader(a, bounce, a, b)
+        loop.add_reader(b, bounce, b, a)
+        t0 = time.perf_counter_ns()
+        a.send(b"x")
+        loop.run_until_complete(fut)
+        dt = time.perf_counter_ns() - t0
+        loop.remove_reader(a)
+        loop.remove_reader(b)
+    return dt / n
+
+
+WORKLOADS = {
+    "call_soon": (aio_call_soon, _a_call_soon),
+    "chain": (aio_chain, _a_chain),
+    "pingpong": (aio_pingpong, _a_pingpong),
+}
+
+
+def loops():
+    out = [("aioloop", None), ("asyncio", asyncio.new_event_loop)]
+    if uvloop is not None:
+        out.append(("uvloop", uvloop.new_event_loop))
+    return out
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=7)
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--json")
+    a = ap.parse_args()
+    rounds = 3 if a.quick else a.rounds
+    sizes = {"call_soon": 20000, "chain": 20000, "pingpong": 10000}
+    if a.quick:
+        sizes = {k: v // 4 for k, v in sizes.items()}
+    results = {}
+    for w, (aio_fn, a_fn) in WORKLOADS.items():
+        cells = {name: [] for name, _ in loops()}
+        for _ in range(rounds):
+            for name, make in loops():
+                if make is None:
+                    cells[name].append(aio_fn(sizes[w]))
+                else:
+                    cells[name].append(_asyncio_run(make, a_fn, sizes[w]))
+        results[w] = {k: statistics.median(v) for k, v in cells.items()}
+    names = [n for n, _ in loops()]
+    print("Python loops, ns per callback (median of %d rounds), ratio to asyncio"
+          % rounds)
+    print("%-10s" % "workload" + "".join("%22s" % n for n in names))
+    for w, row in results.items():
+        base = row["asyncio"]
+        print("%-10s" % w + "".join("%13.0f (%5.2fx)" % (row[n], row[n] / base)
+                                   for n in names))
+    if uvloop is None:
+        print("(uvloop not installed: apt-get install python3-uvloop)")
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump({"rounds": rounds, "sizes": sizes, "ns": results}, f,
+                      indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
