@@ -154,43 +154,59 @@ class Loop:
     def __init__(self, backend=None):
         if backend is not None and not isinstance(backend, str):
             raise TypeError("backend must be a str or None")
+        self._loop = None
+        self._owner = _threading.get_ident()
+        self._fds = {}          # fd -> _Fd
+        self._handles = set()   # armed TimerHandles (they own C timers)
+        self._errs = []         # exceptions callbacks raised, for poll()
+        self._depth = 0         # polls on the stack
+        self._wakeup_set = False
+        self._old_wakeup = None
+        # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
+        # handler ends the poll, so Python can run its signal handler.
+        self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
+        try:
+            self._start(backend)
+        except BaseException:
+            if self._loop is not None:
+                lib.aiol_loop_free(self._loop)  # (nothing registered yet)
+                self._loop = None
+            _os.close(self._sig_r)
+            _os.close(self._sig_w)
+            raise
+
+    def _start(self, backend):
         out = ffi.new("aiol_loop **")
         name = backend.encode() if backend is not None else ffi.NULL
         rc = lib.aiol_loop_new(out, name)
         if rc == -_errno.EINVAL and backend is not None:
             raise ValueError("unknown or unavailable backend %r" % backend)
         _check(rc, "aiol_loop_new(%r)" % (backend,))
-        self._loop = out[0]
-        self._owner = _threading.get_ident()
-        self._fds = {}          # fd -> _Fd
-        self._handles = set()   # scheduled Handles (they own C objects)
-        self._errs = []         # exceptions callbacks raised, for poll()
-        self._depth = 0         # polls on the stack
-        self._clock = lib.aiol_loop_clock(self._loop)
+        loop = out[0]
         # call_soon(): a FIFO of Handles run by one bottom half, scheduled
         # when the FIFO stops being empty (as asyncio's ready queue).
         self._soon = _Soon()
         self._soon.errs = self._errs
         self._soon.ready = self._ready = _deque()
         self._soon_h = ffi.new_handle(self._soon)
-        out = ffi.new("aiol_bh **")
-        rc = lib.aiol_bh_new(self._loop, lib.aiol_py_bh, self._soon_h, out)
+        bh = ffi.new("aiol_bh **")
+        rc = lib.aiol_bh_new(loop, lib.aiol_py_bh, self._soon_h, bh)
         if rc < 0:
-            lib.aiol_loop_free(self._loop)
-            self._loop = None
+            lib.aiol_loop_free(loop)
             _check(rc, "aiol_bh_new")
-        self._soon.bh = self._soon_bh = out[0]
-        # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
-        # handler ends the poll, so Python can run its signal handler.
-        self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
-        self._wakeup_set = False
-        self._old_wakeup = None
+        self._soon.bh = self._soon_bh = bh[0]
         self._sig_ops = ffi.new("aiol_fd_ops *", {
             "read": lib.aiol_py_read, "flags": lib.AIOL_FD_NO_PROGRESS})
         self._sig_fd = _Fd(self, self._sig_r)
         self._sig_fd.reader = (self._drain_sig, ())
-        _check(lib.aiol_fd_set_ops(self._loop, self._sig_r, self._sig_ops,
-                                   self._sig_fd.handle), "aiol_fd_set_ops")
+        rc = lib.aiol_fd_set_ops(loop, self._sig_r, self._sig_ops,
+                                 self._sig_fd.handle)
+        if rc < 0:
+            lib.aiol_bh_delete(self._soon_bh)
+            lib.aiol_loop_free(loop)
+            _check(rc, "aiol_fd_set_ops")
+        self._loop = loop
+        self._clock = lib.aiol_loop_clock(loop)
 
     # ------------------------------------------------------------ basics
 

@@ -408,3 +408,57 @@ def test_iothread_stop_raises_callback_exception():
     with pytest.raises(ZeroDivisionError):
         io.stop()
     io.stop()  # stopped: no-op
+
+
+def test_no_growth_over_100k_cycles(loop, pipe):
+    """100k add/remove cycles and 100k timers leave the callback's
+    refcount, the gc's object count and the RSS where they were."""
+    import resource
+    r, w = pipe
+
+    def cb():
+        pass
+
+    def rss_kib():
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+
+    for _ in range(1000):                  # warm up caches and free lists
+        loop.add_reader(r, cb)
+        loop.remove_reader(r)
+        loop.call_later(3600, cb).cancel()
+    gc.collect()
+    refs, objs, rss = sys.getrefcount(cb), len(gc.get_objects()), rss_kib()
+    for _ in range(100000):
+        loop.add_reader(r, cb)
+        loop.remove_reader(r)
+    for _ in range(100000):
+        loop.call_later(3600, cb).cancel()
+    timers = [loop.call_later(0, cb) for _ in range(1000)]
+    loop.run_until(lambda: all(t.cancelled() for t in timers), timeout=30)
+    del timers
+    gc.collect()
+    assert sys.getrefcount(cb) == refs
+    assert len(gc.get_objects()) - objs < 100
+    assert rss_kib() - rss < 4096          # KiB: nothing kept per cycle
+    del resource
+
+
+def test_emfile_is_an_oserror():
+    import subprocess
+    code = (
+        "import errno, resource, aioloop\n"
+        "resource.setrlimit(resource.RLIMIT_NOFILE, (8, 8))\n"
+        "loops = []\n"
+        "try:\n"
+        "    for _ in range(8):\n"
+        "        loops.append(aioloop.Loop('epoll'))\n"
+        "except OSError as e:\n"
+        "    assert e.errno == errno.EMFILE, e\n"
+        "    print('EMFILE after', len(loops))\n"
+        "else:\n"
+        "    raise SystemExit('no EMFILE')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "EMFILE after" in out.stdout
