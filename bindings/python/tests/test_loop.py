@@ -166,6 +166,17 @@ def test_call_soon_threadsafe_wakes_blocked_poll(loop):
     assert ran == ["x"]
 
 
+def test_notify_from_another_thread_ends_a_blocking_poll(loop):
+    t = threading.Timer(0.05, loop.notify)
+    start = loop.stats()["iterations"]
+    t.start()
+    # no timeout: a lost wakeup hangs here until the suite's timeout
+    assert loop.poll() is False              # woken, nothing else to do
+    t.join()
+    assert loop.stats()["iterations"] == start + 1
+    assert loop.stats()["notify_kicks"] >= 1
+
+
 def test_timers_fire_in_deadline_then_arming_order(loop):
     order = []
     now = loop.time()
@@ -444,7 +455,8 @@ def test_no_growth_over_100k_cycles(loop, pipe):
     del resource
 
 
-def test_emfile_is_an_oserror():
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_emfile_is_an_oserror(backend):
     import subprocess
     code = (
         "import errno, resource, aioloop\n"
@@ -452,12 +464,12 @@ def test_emfile_is_an_oserror():
         "loops = []\n"
         "try:\n"
         "    for _ in range(8):\n"
-        "        loops.append(aioloop.Loop('epoll'))\n"
+        "        loops.append(aioloop.Loop(%r))\n"
         "except OSError as e:\n"
         "    assert e.errno == errno.EMFILE, e\n"
         "    print('EMFILE after', len(loops))\n"
         "else:\n"
-        "    raise SystemExit('no EMFILE')\n")
+        "    raise SystemExit('no EMFILE')\n" % backend)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
