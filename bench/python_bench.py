@@ -64,19 +64,29 @@ def aio_chain(n):
         return (time.perf_counter_ns() - t0) / n
 
 
-def aio_pingpong(n):
+def _pingpong_pair(n, done=None):
+    """A non-blocking socketpair and the reader both ends run: read a
+    byte, write one to the other end until n bytes went round, then
+    done()."""
     a, b = socket.socketpair()
     a.setblocking(False)
     b.setblocking(False)
+    left = [n]
+
+    def bounce(src, dst):
+        src.recv(1)
+        left[0] -= 1
+        if left[0] > 0:
+            dst.send(b"x")
+        elif done is not None:
+            done()
+
+    return a, b, left, bounce
+
+
+def aio_pingpong(n):
+    a, b, left, bounce = _pingpong_pair(n)
     with aioloop.Loop() as loop, a, b:
-        left = [n]
-
-        def bounce(src, dst):
-            src.recv(1)
-            left[0] -= 1
-            if left[0] > 0:
-                dst.send(b"x")
-
         loop.add_reader(a, bounce, a, b)
         loop.add_reader(b, bounce, b, a)
         t0 = time.perf_counter_ns()
@@ -133,20 +143,9 @@ def _a_chain(loop, n):
 
 
 def _a_pingpong(loop, n):
-    a, b = socket.socketpair()
-    a.setblocking(False)
-    b.setblocking(False)
     fut = loop.create_future()
-    left = [n]
-
-    def bounce(src, dst):
-        src.recv(1)
-        left[0] -= 1
-        if left[0] > 0:
-            dst.send(b"x")
-        elif not fut.done():
-            fut.set_result(None)
-
+    a, b, left, bounce = _pingpong_pair(
+        n, lambda: fut.done() or fut.set_result(None))
     with a, b:
         loop.add_reader(a, bounce, a, b)
         loop.add_reader(b, bounce, b, a)

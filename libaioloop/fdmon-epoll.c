@@ -422,17 +422,6 @@ static int epoll_get_fd(aiol_loop *loop)
     return s->epfd;
 }
 
-/*
- * A fork child (fork.c): the epoll instance is shared with the parent, so
- * no epoll_ctl on it, which would change the parent's set.  epoll_fini()
- * only closes the child's copy of epfd and frees memory, which is what
- * forgetting needs.
- */
-static void epoll_forget(aiol_loop *loop)
-{
-    epoll_fini(loop);
-}
-
 const aiol__fdmon_ops aiol__fdmon_epoll = {
     .name = "epoll",
     .init = epoll_init,
@@ -440,7 +429,7 @@ const aiol__fdmon_ops aiol__fdmon_epoll = {
     .update = epoll_update,
     .wait = epoll_wait_ready,
     .pending = epoll_pending,
-    .forget = epoll_forget,
+    .forget = epoll_fini, /* it only closes the child's fds and frees: fork.c */
     .embed = &(const aiol__fdmon_embed_ops){
         .get_fd = epoll_get_fd,
         .flush = epoll_flush,

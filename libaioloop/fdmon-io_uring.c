@@ -659,17 +659,13 @@ int aiol__uring_cancel(aiol_uring_req *req)
     uring_state *s = req->loop->mon_state;
     struct io_uring_sqe *sqe;
 
+    aiol__assert_poller(req->loop);
     ring_bind(req->loop, s);
     sqe = get_sqe(s);
 
     io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)req, 0);
     io_uring_sqe_set_data64(sqe, UD_IGNORE);
     return 0;
-}
-
-aiol_loop *aiol__uring_req_loop(const aiol_uring_req *req)
-{
-    return req->loop;
 }
 
 unsigned aiol__uring_pending(aiol_loop *loop)

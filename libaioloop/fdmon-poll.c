@@ -53,7 +53,8 @@ typedef struct poll_state {
      * them, so pending() says "do not sleep" (as epoll's always-ready
      * list does).  lock; has_unmirrored is read without it.
      */
-    bool *unmirrored;       /* lock; cap entries */
+    bool *unmirrored;       /* lock; by slot */
+    size_t unmirrored_cap;  /* lock */
     size_t nunmirrored;     /* lock */
     atomic_bool has_unmirrored; /* mirror in use, not direct, nunmirrored */
 } poll_state;
@@ -91,16 +92,11 @@ static void poll_fini(aiol_loop *loop)
  */
 static int reserve_slot(poll_state *s)
 {
-    size_t cap = s->cap, ucap = s->cap;
     int ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
 
-    if (ret == 0 && s->cap > cap) {
-        /* (ucap: the flags' capacity, always s->cap's old value) */
-        ret = aiol__reserve(&s->unmirrored, &ucap, s->cap,
+    if (ret == 0) {
+        ret = aiol__reserve(&s->unmirrored, &s->unmirrored_cap, s->n + 1,
                             sizeof(*s->unmirrored));
-        if (ret < 0) {
-            s->cap = cap; /* pfds grew, the flags did not: use the old size */
-        }
     }
     if (ret == 0 && s->copy_cap < s->cap) {
         ret = aiol__reserve(&s->spare, &s->spare_cap, s->cap,
@@ -342,17 +338,6 @@ static int poll_get_fd(aiol_loop *loop)
     return ret < 0 ? ret : s->embed_epfd;
 }
 
-/*
- * A fork child (fork.c): the pollfd array is the child's own memory; the
- * embedding mirror is an epoll instance shared with the parent, so no
- * epoll_ctl on it.  poll_fini() only closes the child's copy of the
- * mirror and frees memory; a new mirror is made on demand (get_fd).
- */
-static void poll_forget(aiol_loop *loop)
-{
-    poll_fini(loop);
-}
-
 /* True while a host on the mirror must not sleep (see has_unmirrored). */
 static bool poll_pending(aiol_loop *loop)
 {
@@ -365,7 +350,7 @@ const aiol__fdmon_ops aiol__fdmon_poll = {
     .name = "poll",
     .init = poll_init,
     .fini = poll_fini,
-    .forget = poll_forget,
+    .forget = poll_fini, /* it only closes the child's fds and frees: fork.c */
     .update = poll_update,
     .wait = poll_wait,
     .pending = poll_pending,

@@ -50,13 +50,10 @@ static void mon_forget(aiol_loop *loop)
     loop->mon_state = NULL; /* (leaked without forget: no syscall either) */
 }
 
-/* The ops of a dying fork child's loop: teardown only; nothing to touch. */
-static int forgotten_init(aiol_loop *loop)
-{
-    (void)loop;
-    return -ENOTSUP;
-}
-
+/*
+ * The ops of a dying fork child's loop: only what teardown calls (update
+ * for each handler's removal, fini), and those touch nothing.
+ */
 static void forgotten_fini(aiol_loop *loop)
 {
     (void)loop;
@@ -71,21 +68,10 @@ static int forgotten_update(aiol_loop *loop, aiol__handler *old,
     return 0;
 }
 
-static int forgotten_wait(aiol_loop *loop, aiol__ready_list *ready,
-                          int64_t deadline_ns)
-{
-    (void)loop;
-    (void)ready;
-    (void)deadline_ns;
-    return -EBADF;
-}
-
 static const aiol__fdmon_ops forgotten_mon = {
     .name = "forgotten",
-    .init = forgotten_init,
     .fini = forgotten_fini,
     .update = forgotten_update,
-    .wait = forgotten_wait,
 };
 
 void aiol__loop_forget_forked(aiol_loop *loop)

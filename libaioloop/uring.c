@@ -38,7 +38,6 @@ int aiol_uring_cancel(aiol_uring_req *req)
 {
     aiol__check(req != NULL, "req is NULL");
 #ifdef AIOL_HAVE_IO_URING
-    aiol__assert_poller(aiol__uring_req_loop(req));
     return aiol__uring_cancel(req);
 #else
     aiol__fail(__func__, "no io_uring request can exist in this build");
