@@ -285,6 +285,10 @@ struct aiol_loop {
     aiol_loop_stats stats; /* polling thread; monitor_ctls under lock */
 
     /* Cold from here on. */
+    /* aiol_loop_set_block_hooks(); polling thread. */
+    aiol_block_fn *block_before;
+    aiol_block_fn *block_after;
+    void *block_opaque;
     bool single_thread; /* polled by one thread for life (an iothread's);
                            set before the first poll */
     /*

@@ -260,7 +260,13 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
 
             assert(!(deadline_ns != 0 && loop->poll_started) &&
                    "a wait that may block with handlers still busy-polled");
-            ret = loop->mon->wait(loop, &ready, deadline_ns);
+            if (deadline_ns != 0 && loop->block_before != NULL) {
+                loop->block_before(loop->block_opaque);
+                ret = loop->mon->wait(loop, &ready, deadline_ns);
+                loop->block_after(loop->block_opaque);
+            } else {
+                ret = loop->mon->wait(loop, &ready, deadline_ns);
+            }
 
             aiol__check(ret >= 0, "fd monitor wait failed");
             loop->poll_skipped_waits = 0;
@@ -300,6 +306,20 @@ AIOL__HOT
 bool aiol_loop_poll(aiol_loop *loop, bool blocking)
 {
     return aiol_loop_poll_deadline(loop, blocking ? AIOL_DEADLINE_NONE : 0);
+}
+
+void aiol_loop_set_block_hooks(aiol_loop *loop, aiol_block_fn *before,
+                               aiol_block_fn *after, void *opaque)
+{
+    aiol__check(loop != NULL, "loop is NULL");
+    aiol__check((before == NULL) == (after == NULL),
+                "block hooks come in pairs: both set or both NULL");
+    aiol__check(atomic_load_explicit(&loop->walkers, memory_order_relaxed) == 0,
+                "block hooks changed from inside a poll");
+    aiol__assert_poller(loop);
+    loop->block_before = before;
+    loop->block_after = after;
+    loop->block_opaque = opaque;
 }
 
 void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out)

@@ -165,6 +165,26 @@ void aiol_loop_notify(aiol_loop *loop);
 int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
                               int64_t shrink);
 
+/** A function the polling thread calls around a wait, see below. */
+typedef void aiol_block_fn(void *opaque);
+
+/**
+ * Has the polling thread call @p before(@p opaque) right before each wait
+ * of aiol_loop_poll() or aiol_loop_poll_deadline() that may sleep (one
+ * with a deadline other than 0, after busy polling), and @p after(@p
+ * opaque) as soon as that wait returns.  They come in pairs, with no loop
+ * callback and no loop lock in between, so that a language binding can
+ * give up its interpreter lock for exactly the time the loop sleeps (the
+ * Python binding releases the GIL there, as PyGObject does through glib's
+ * g_main_context_set_poll_func()).  A hook may call only the any-thread
+ * functions: aiol_loop_notify(), aiol_bh_schedule() and the fd handler
+ * calls.  Non-blocking polls and a host's aiol_loop_prepare()/check()
+ * never call them.  @p before and @p after are both set or both NULL (no
+ * hooks, the default).  Polling thread, outside any poll.
+ */
+void aiol_loop_set_block_hooks(aiol_loop *loop, aiol_block_fn *before,
+                               aiol_block_fn *after, void *opaque);
+
 /** Copies the loop's counters into @p out. */
 void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out);
 
