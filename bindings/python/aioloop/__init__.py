@@ -21,16 +21,16 @@ released while a poll blocks.
 """
 import errno as _errno
 import os as _os
-from collections import deque as _deque
 import signal as _signal
 import threading as _threading
-from threading import get_ident as _get_ident
 
 from . import _ffi
 
 ffi = _ffi.ffi
 lib = _ffi.lib
-_from_handle = ffi.from_handle
+if lib.aiol_py_speed_register() != 0:
+    raise ImportError("aioloop: cannot set up aioloop._speed")
+from . import _speed  # (the C hot path: _speed.c)
 
 __all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "BACKENDS"]
 
@@ -38,23 +38,6 @@ __all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "BACKENDS"]
 BACKENDS = ("epoll", "io_uring", "poll")
 
 _NS = 1000000000
-_NONE = lib.AIOL_DEADLINE_NONE
-_poll_deadline = lib.aiol_loop_poll_deadline
-
-def _onerror(exc_type, exc_value, tb):
-    """An exception that left a C callback: kept for the poll() that runs
-    it.  The callback's frame names its opaque; each opaque's object holds
-    its loop's error list (errs)."""
-    frame = tb.tb_frame if tb is not None else None
-    opaque = frame.f_locals.get("opaque") if frame is not None else None
-    if opaque is not None and exc_value is not None:
-        try:
-            _from_handle(opaque).errs.append(exc_value.with_traceback(tb))
-            return None
-        except Exception:
-            pass
-    return None  # (cffi prints what it cannot hand over)
-
 
 def _check(rc, what):
     """Raises OSError for a negative errno returned by a C call."""
@@ -84,71 +67,20 @@ def _callable(cb, what):
         raise TypeError("%s must be callable, not %r" % (what, type(cb).__name__))
 
 
-class _Fd:
-    """The Python side of one fd's handler: its reader and writer."""
-
-    __slots__ = ("errs", "fd", "reader", "writer", "poll", "handle",
-                 "__weakref__")
-
-    def __init__(self, loop, fd):
-        self.errs = loop._errs  # the loop's, not the loop: no cycle through C
-        self.fd = fd
-        self.reader = self.writer = self.poll = None
-        self.handle = ffi.new_handle(self)
+#: A callback scheduled with call_soon(): cancel() unschedules it.
+Handle = _speed.Handle
+#: A callback scheduled with call_later()/call_at(); when() is its time.
+TimerHandle = _speed.TimerHandle
 
 
-class Handle:
-    """A callback scheduled with call_soon(): cancel() unschedules it."""
-
-    __slots__ = ("_cb", "_args", "__weakref__")
-
-    def __init__(self, cb, args):
-        self._cb = cb
-        self._args = args
-
-    def cancelled(self):
-        """True once cancel() ran or the callback ran."""
-        return self._cb is None
-
-    def cancel(self):
-        """Unschedules the callback if it has not run.  Any thread."""
-        self._cb = self._args = None
-
-
-class TimerHandle(Handle):
-    """A callback scheduled with call_later()/call_at()."""
-
-    __slots__ = ("_loop", "_timer", "_when", "_self_h", "errs")
-
-    def when(self):
-        """The loop time (seconds) the callback is due."""
-        return self._when
-
-    def _drop(self):
-        if self._timer is not None:
-            lib.aiol_timer_free(self._timer)  # (also from its own callback)
-            self._timer = None
-        self._cb = self._args = None
-        self._loop._handles.discard(self)
-
-    def cancel(self):
-        """Unschedules the callback if it has not run.  Loop's thread."""
-        if self._timer is not None:
-            self._loop._owner_check("TimerHandle.cancel")
-        self._drop()
-
-
-class _Soon:
-    """The opaque of the loop's one call_soon bottom half."""
-
-    __slots__ = ("ready", "bh", "errs", "__weakref__")
-
-
-class Loop:
+class Loop(_speed.Core):
     """A libaioloop loop: fd handlers, bottom halves, timers, nested polls.
 
     backend: "epoll", "io_uring", "poll" or None (AIOLOOP_BACKEND, else the
     default).  A context manager: leaving the block closes the loop.
+
+    call_soon(), call_soon_threadsafe() and poll() are in C (_speed.c),
+    as is the dispatch into every callback.
     """
 
     def __init__(self, backend=None):
@@ -156,11 +88,9 @@ class Loop:
             raise TypeError("backend must be a str or None")
         self._loop = None
         self._owner = _threading.get_ident()
-        self._fds = {}          # fd -> _Fd
+        self._fds = {}          # fd -> _speed.Fd
         self._handles = set()   # armed TimerHandles (they own C timers)
         self._errs = []         # exceptions callbacks raised, for poll()
-        self._depth = 0         # polls on the stack
-        self._wakeup_set = False
         self._old_wakeup = None
         # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
         # handler ends the poll, so Python can run its signal handler.
@@ -182,31 +112,11 @@ class Loop:
         if rc == -_errno.EINVAL and backend is not None:
             raise ValueError("unknown or unavailable backend %r" % backend)
         _check(rc, "aiol_loop_new(%r)" % (backend,))
-        loop = out[0]
-        # call_soon(): a FIFO of Handles run by one bottom half, scheduled
-        # when the FIFO stops being empty (as asyncio's ready queue).
-        self._soon = _Soon()
-        self._soon.errs = self._errs
-        self._soon.ready = self._ready = _deque()
-        self._soon_h = ffi.new_handle(self._soon)
-        bh = ffi.new("aiol_bh **")
-        rc = lib.aiol_bh_new(loop, lib.aiol_py_bh, self._soon_h, bh)
-        if rc < 0:
-            lib.aiol_loop_free(loop)
-            _check(rc, "aiol_bh_new")
-        self._soon.bh = self._soon_bh = bh[0]
-        self._sig_ops = ffi.new("aiol_fd_ops *", {
-            "read": lib.aiol_py_read, "flags": lib.AIOL_FD_NO_PROGRESS})
-        self._sig_fd = _Fd(self, self._sig_r)
-        self._sig_fd.reader = (self._drain_sig, ())
-        rc = lib.aiol_fd_set_ops(loop, self._sig_r, self._sig_ops,
-                                 self._sig_fd.handle)
-        if rc < 0:
-            lib.aiol_bh_delete(self._soon_bh)
-            lib.aiol_loop_free(loop)
-            _check(rc, "aiol_fd_set_ops")
-        self._loop = loop
-        self._clock = lib.aiol_loop_clock(loop)
+        self._loop = out[0]
+        # The C side: the call_soon FIFO's bottom half, the signal pipe's
+        # handler, the block hooks that release the GIL.
+        self._attach(int(ffi.cast("uintptr_t", self._loop)), self._errs,
+                     self._handles, self._sig_r, self._set_wakeup)
 
     # ------------------------------------------------------------ basics
 
@@ -227,14 +137,11 @@ class Loop:
         if self._depth:
             raise RuntimeError("close() from inside the loop's own poll")
         self._owner_check("close")
-        for fd in list(self._fds):
-            lib.aiol_fd_remove(self._loop, fd)
+        for rec in list(self._fds.values()):
+            rec.reader = rec.writer = rec.poll = None
+            self._fd_update(rec)
         self._fds.clear()
-        for h in list(self._handles):
-            h._drop()
-        self._ready.clear()
-        lib.aiol_bh_delete(self._soon_bh)
-        lib.aiol_fd_remove(self._loop, self._sig_r)
+        self._detach()  # (timers, call_soon()s, the signal pipe's handler)
         lib.aiol_loop_free(self._loop)
         self._loop = None
         if self._old_wakeup is not None and \
@@ -270,26 +177,7 @@ class Loop:
             raise RuntimeError("%s from a thread other than the loop's "
                                "(use call_soon_threadsafe)" % what)
 
-
-    def _drain_sig(self):
-        try:
-            while _os.read(self._sig_r, 512):
-                pass
-        except BlockingIOError:
-            pass
-
     # ------------------------------------------------- readers, writers
-
-    def _fd_update(self, rec):
-        read = lib.aiol_py_read if rec.reader else ffi.NULL
-        write = lib.aiol_py_write if rec.writer else ffi.NULL
-        poll = lib.aiol_py_poll if rec.poll else ffi.NULL
-        if read == ffi.NULL and write == ffi.NULL and poll == ffi.NULL:
-            _check(lib.aiol_fd_remove(self._loop, rec.fd), "aiol_fd_remove")
-            del self._fds[rec.fd]
-            return
-        _check(lib.aiol_fd_set(self._loop, rec.fd, read, write, poll,
-                               rec.handle), "aiol_fd_set")
 
     def _fd_add(self, fd, slot, cb, args, poll=None):
         self._open_check()
@@ -302,7 +190,7 @@ class Loop:
         rec = self._fds.get(fd)
         new = rec is None
         if new:
-            rec = _Fd(self, fd)
+            rec = _speed.Fd(fd, self._errs)
         old = (rec.reader, rec.writer, rec.poll)
         setattr(rec, slot, (cb, args))
         if poll is not None:
@@ -327,7 +215,8 @@ class Loop:
         setattr(rec, slot, None)
         if slot == "reader":
             rec.poll = None
-        self._fd_update(rec)
+        if not self._fd_update(rec):
+            del self._fds[fd]
         return True
 
     def add_reader(self, fd, callback, *args, poll=None):
@@ -352,30 +241,7 @@ class Loop:
         """Removes fd's writer; True if there was one."""
         return self._fd_remove(fd, "writer")
 
-    # ----------------------------------------------- callbacks, timers
-
-    def call_soon(self, callback, *args):
-        """Runs callback(*args) in the next iteration, FIFO with other
-        call_soon()s (a bottom half).  Returns a cancellable Handle."""
-        if self._loop is None or _get_ident() != self._owner:
-            self._owner_check("call_soon")
-        if not callable(callback):
-            _callable(callback, "callback")
-        h = Handle(callback, args)
-        ready = self._ready
-        ready.append(h)
-        if len(ready) == 1:
-            lib.aiol_bh_schedule(self._soon_bh)
-        return h
-
-    def call_soon_threadsafe(self, callback, *args):
-        """call_soon() from any thread: wakes a blocked poll."""
-        self._open_check()
-        _callable(callback, "callback")
-        h = Handle(callback, args)
-        self._ready.append(h)
-        lib.aiol_bh_schedule(self._soon_bh)  # (lock-free; dedups; wakes)
-        return h
+    # ----------------------------------------------------------- timers
 
     def call_later(self, delay, callback, *args):
         """Runs callback(*args) delay seconds from now.  TimerHandle."""
@@ -387,60 +253,16 @@ class Loop:
         _callable(callback, "callback")
         if not isinstance(when, (int, float)) or when != when:
             raise TypeError("when must be a number of seconds")
-        h = TimerHandle(callback, args)
-        h._loop = self
-        h._timer = None
-        h._when = when
-        h._self_h = ffi.new_handle(h)
-        h.errs = self._errs
-        out = ffi.new("aiol_timer **")
-        _check(lib.aiol_timer_new(self._clock, lib.aiol_py_timer, h._self_h,
-                                  out), "aiol_timer_new")
-        h._timer = out[0]
         ns = max(min(int(when * _NS), lib.AIOL_DEADLINE_NONE - 1), -2**62)
-        rc = lib.aiol_timer_mod(h._timer, ns)
-        if rc < 0:
-            lib.aiol_timer_free(h._timer)
-            _check(rc, "aiol_timer_mod")
-        self._handles.add(h)
-        return h
+        return self._call_at_ns(ns, float(when), callback, args)
 
     # --------------------------------------------------------- polling
-
-    def poll(self, blocking=True, timeout=None):
-        """One iteration; True when some callback made progress.
-
-        blocking: sleep until there is work (or timeout seconds pass).
-        May be called from inside a callback (a nested poll).  Raises the
-        first exception a callback raised during it.
-        """
-        if self._loop is None or _get_ident() != self._owner:
-            self._owner_check("poll")
-        if not blocking:
-            deadline = 0
-        elif timeout is None:
-            deadline = _NONE
-        else:
-            deadline = lib.aiol_clock_now_ns() + max(0, int(timeout * _NS))
-        if deadline != 0 and not self._wakeup_set:
-            self._set_wakeup()
-        self._depth += 1
-        try:
-            progress = _poll_deadline(self._loop, deadline)
-        finally:
-            self._depth -= 1
-        errs = self._errs
-        if errs:
-            exc = errs[0]
-            errs.clear()
-            raise exc
-        return progress
 
     def _set_wakeup(self):
         """Makes the loop's pipe the signal wakeup fd while it lives (main
         thread only), so Ctrl-C ends a blocking poll: Python then runs the
-        signal handler, whose KeyboardInterrupt poll() raises."""
-        self._wakeup_set = True
+        signal handler, whose KeyboardInterrupt poll() raises.  Called by
+        the first blocking poll."""
         if _threading.current_thread() is _threading.main_thread():
             self._old_wakeup = _signal.set_wakeup_fd(
                 self._sig_w, warn_on_full_buffer=False)
@@ -541,63 +363,3 @@ class IOThread:
 
     def __exit__(self, *exc):
         self.stop()
-
-
-# ------------------------------------------------- C callbacks (cffi)
-
-# An exception leaves these functions and reaches _onerror(), which adds
-# it to the errs of the object behind the opaque: the loop's error list,
-# which poll() raises from.  No try/except on the fast path.
-
-@ffi.def_extern(onerror=_onerror)
-def aiol_py_read(opaque):
-    e = _from_handle(opaque).reader
-    if e is not None:
-        e[0](*e[1])
-
-
-@ffi.def_extern(onerror=_onerror)
-def aiol_py_write(opaque):
-    e = _from_handle(opaque).writer
-    if e is not None:
-        e[0](*e[1])
-
-
-@ffi.def_extern(onerror=_onerror)
-def aiol_py_poll(opaque):
-    p = _from_handle(opaque).poll
-    return p is not None and bool(p())
-
-
-@ffi.def_extern(onerror=_onerror)
-def aiol_py_bh(opaque):
-    soon = _from_handle(opaque)
-    ready = soon.ready
-    n = len(ready)
-    if n > 1:
-        # A nested poll in one of these callbacks goes on with the batch.
-        lib.aiol_bh_schedule(soon.bh)
-    while n > 0 and ready:
-        n -= 1
-        h = ready.popleft()
-        cb = h._cb
-        if cb is not None:
-            args = h._args
-            h._cb = h._args = None
-            try:
-                cb(*args)
-            except BaseException as e:  # the rest of the batch still runs
-                soon.errs.append(e)
-    if ready:
-        lib.aiol_bh_schedule(soon.bh)  # scheduled meanwhile: next iteration
-    else:
-        lib.aiol_bh_cancel(soon.bh)
-
-
-@ffi.def_extern(onerror=_onerror)
-def aiol_py_timer(opaque):
-    h = _from_handle(opaque)
-    cb, args = h._cb, h._args
-    h._drop()
-    if cb is not None:
-        cb(*args)

@@ -71,19 +71,16 @@ int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
 int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns);
 void aiol_timer_free(aiol_timer *timer);
 
-/* The Python side of every callback (aioloop/__init__.py). */
-extern "Python" void aiol_py_read(void *opaque);
-extern "Python" void aiol_py_write(void *opaque);
-extern "Python" bool aiol_py_poll(void *opaque);
-extern "Python" void aiol_py_bh(void *opaque);
-extern "Python" void aiol_py_timer(void *opaque);
+/* Registers aioloop._speed, the C hot path (_speed.c), in sys.modules. */
+int aiol_py_speed_register(void);
 """
 
 
 def main(out):
     ffi = cffi.FFI()
     ffi.cdef(CDEF)
-    ffi.set_source("aioloop._ffi", "#include <aioloop/aioloop.h>\n")
+    ffi.set_source("aioloop._ffi", "#include <aioloop/aioloop.h>\n"
+                   "int aiol_py_speed_register(void); /* _speed.c */\n")
     ffi.emit_c_code(out)
 
 

@@ -9,7 +9,8 @@ DOC = os.path.join(os.path.dirname(__file__), "..", "..", "..", "docs",
 
 
 def blocks():
-    text = open(DOC).read()
+    with open(DOC) as f:
+        text = f.read()
     return re.findall(r"```python\n(.*?)```", text, re.S)
 
 

@@ -1,0 +1,87 @@
+/*
+ * _speed.h - what the two halves of the binding's C hot path share:
+ * _speed.c (call_soon, poll, the module) and _speed_handlers.c (timers
+ * and fd handlers).  Every field is guarded by the GIL (see _speed.c).
+ */
+#ifndef AIOLOOP_PY_SPEED_H
+#define AIOLOOP_PY_SPEED_H
+
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+
+#include <aioloop/aioloop.h>
+
+/* A callback scheduled with call_soon(). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *cb;   /* NULL once it ran or was cancelled */
+    PyObject *args; /* a tuple while cb is set */
+    PyObject *weakrefs;
+} Handle;
+
+/*
+ * The C side of an aioloop.Loop (its base class).  loop is NULL until
+ * _attach() and after _detach(): every method then raises RuntimeError.
+ */
+typedef struct {
+    PyObject_HEAD
+    aiol_loop *loop;
+    aiol_bh *bh;            /* runs the call_soon FIFO */
+    aiol_clock *clock;
+    PyObject **ring;        /* the FIFO of Handles: ring[head..head+len) */
+    size_t head, len, cap;  /* cap: 0 or a power of two */
+    PyObject *errs;         /* list: exceptions for poll() to raise */
+    PyObject *timers;       /* set: the armed TimerHandles */
+    PyObject *on_block;     /* called before the first blocking poll */
+    PyThreadState *blocked; /* saved between the block hooks */
+    unsigned long owner;    /* PyThread_get_thread_ident() of the loop's */
+    int sig_fd;             /* the signal wakeup pipe's read end, or -1 */
+    int depth;              /* polls on the stack */
+    PyObject *dict;
+    PyObject *weakrefs;
+} Core;
+
+/* A callback scheduled with call_later()/call_at(). */
+typedef struct {
+    Handle h;
+    Core *core;        /* while armed (a strong reference), else NULL */
+    aiol_timer *timer; /* while armed, else NULL */
+    double when;
+} TimerHandle;
+
+extern PyTypeObject aiol__py_handle_type; /* aioloop.Handle */
+extern PyTypeObject aiol__py_timer_type;  /* aioloop.TimerHandle */
+extern PyTypeObject aiol__py_fd_type;     /* aioloop._speed.Fd */
+
+/** True for a slot holding something (not NULL, not None). */
+static inline int aiol__py_is_set(PyObject *o)
+{
+    return o != NULL && o != Py_None;
+}
+
+/** Raises OSError(err, what); returns NULL. */
+PyObject *aiol__py_raise_errno(int err, const char *what);
+/** Moves the exception being raised onto the list @p errs. */
+void aiol__py_keep_error(PyObject *errs);
+/** Calls cb(*args) (args a tuple); an exception goes onto @p errs. */
+void aiol__py_run(PyObject *cb, PyObject *args, PyObject *errs);
+/** 0, or -1 with TypeError when @p cb is not callable. */
+int aiol__py_check_callable(PyObject *cb, const char *what);
+/** 0, or -1 with RuntimeError when the loop is closed. */
+int aiol__py_core_open(Core *c);
+/** aiol__py_core_open(), and RuntimeError off the loop's thread. */
+int aiol__py_core_owned(Core *c, const char *what);
+/** A new tracked Handle (or subtype, zeroed); steals @p args. */
+PyObject *aiol__py_handle_new(PyTypeObject *type, PyObject *cb,
+                              PyObject *args);
+int aiol__py_handle_traverse(Handle *h, visitproc visit, void *arg);
+int aiol__py_handle_clear(Handle *h);
+
+/* _speed_handlers.c: the Core methods for timers and fds. */
+PyObject *aiol__py_call_at_ns(Core *c, PyObject *const *args,
+                              Py_ssize_t nargs);
+PyObject *aiol__py_fd_update(Core *c, PyObject *arg);
+/** Disarms every armed timer (close()); -1 on MemoryError. */
+int aiol__py_timers_drop_all(Core *c);
+
+#endif /* AIOLOOP_PY_SPEED_H */
