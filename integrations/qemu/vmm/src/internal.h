@@ -1,0 +1,27 @@
+/*
+ * internal.h - private helpers of the VMM library (integrations/qemu/vmm).
+ *
+ * Nothing here is API.  Internal non-static names start with aiol__.
+ */
+#ifndef AIOLOOP_VMM_INTERNAL_H
+#define AIOLOOP_VMM_INTERNAL_H
+
+#include "aioloop/vmm.h"
+
+/* Misuse check that survives NDEBUG: "aioloop-vmm: <func>: <msg>", abort. */
+#define aiol__vmm_check(cond, msg)                                           \
+    do {                                                                     \
+        if (__builtin_expect(!(cond), 0)) {                                  \
+            aiol__vmm_fail(__func__, (msg));                                 \
+        }                                                                    \
+    } while (0)
+
+_Noreturn void aiol__vmm_fail(const char *func, const char *msg);
+
+/* Calls @kvm's ioctl (the default layer when ops is NULL). */
+int aiol__kvm_ioctl(const aiol_kvm *kvm, unsigned long request, void *arg);
+
+/* A non-blocking, close-on-exec eventfd, or -errno. */
+int aiol__eventfd_new(void);
+
+#endif /* AIOLOOP_VMM_INTERNAL_H */
