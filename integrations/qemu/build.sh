@@ -151,7 +151,7 @@ prepare_fork_src() {
     else
         stamp "fork-src: series changed; back to the Debian base"
         git -C "$dst" am --abort >/dev/null 2>&1 || true
-        git -C "$dst" reset -q --hard debian
+        git -C "$dst" reset -q --hard refs/tags/debian  # (debian/ is also a path)
         git -C "$dst" clean -q -fd
     fi
     rm -f "$dst/.series-applied"

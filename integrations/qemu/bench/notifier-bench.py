@@ -1,0 +1,242 @@
+#!/usr/bin/python3
+"""Device start and stop cost on real KVM: stock QEMU 7.2 against the fork.
+
+    notifier-bench.py [--rounds N] [--quick] [--out DIR] STOCK_QEMU FORK_QEMU
+
+Each case is a fresh QEMU (-accel kvm -S -qtest: no vCPU runs, which PVM's
+nested KVM needs) with the devices of the case; qtest_virtio.py plays the
+guest driver up to the write that starts the device (DRIVER_OK) and the
+write that stops it (status 0), and times both (from sending the write to
+QEMU's OK).  The two QEMUs take turns within a round, so machine noise
+hits both alike; a cell is the median over rounds.  One more run per case
+and QEMU under `strace -f -e trace=ioctl` counts, for the start alone, the
+KVM_SET_GSI_ROUTING, KVM_IOEVENTFD and KVM_IRQFD calls (strace names
+them).
+
+Cases (BRIEF §6, issue 15):
+  virtio-blk-pci with an iothread and 1, 64 or 256 queues;
+  8 virtio-blk-pci devices with 64 queues each (started one after the
+    other; times and counts are the sum);
+  vhost-user-blk-pci with 1 and 64 queues against qemu-storage-daemon
+    (Debian's qemu-system-common).
+
+Prints a markdown table; writes DIR/notifier-bench.json and .dat (for
+gnuplot) when --out is given.  Exits 77 when /dev/kvm is missing or
+cannot create a VM.
+"""
+import argparse
+import fcntl
+import json
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from qtest_virtio import Qtest, QtestError, VirtioPci  # noqa: E402
+
+KVM_CREATE_VM = 0xAE01
+FIRMWARE = ["-L", "/usr/share/qemu", "-L", "/usr/share/seabios"]
+IOCTLS = ("KVM_SET_GSI_ROUTING", "KVM_IOEVENTFD", "KVM_IRQFD")
+
+
+def kvm_usable():
+    """None, or why KVM cannot run these cases here."""
+    try:
+        fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
+    except OSError as e:
+        return "/dev/kvm: %s" % e.strerror
+    try:
+        vm = fcntl.ioctl(fd, KVM_CREATE_VM, 0)
+        os.close(vm)
+    except OSError as e:
+        return "KVM_CREATE_VM: %s" % e.strerror
+    finally:
+        os.close(fd)
+    return None
+
+
+class Case:
+    def __init__(self, name, devices, queues, vhost=False):
+        self.name, self.devices, self.queues, self.vhost = \
+            name, devices, queues, vhost
+
+
+CASES = [
+    Case("virtio-blk 1q", 1, 1),
+    Case("virtio-blk 64q", 1, 64),
+    Case("virtio-blk 256q", 1, 256),
+    Case("virtio-blk 8x64q", 8, 64),
+    Case("vhost-user-blk 1q", 1, 1, vhost=True),
+    Case("vhost-user-blk 64q", 1, 64, vhost=True),
+]
+
+
+class StorageDaemon:
+    """qemu-storage-daemon exporting one null block device per socket."""
+
+    def __init__(self, tmpdir, devices, queues):
+        self.paths = [os.path.join(tmpdir, "vub%d.sock" % i)
+                      for i in range(devices)]
+        cmd = ["qemu-storage-daemon"]
+        for i, p in enumerate(self.paths):
+            cmd += ["--blockdev", "driver=null-co,node-name=n%d" % i,
+                    "--export", "type=vhost-user-blk,id=e%d,node-name=n%d,"
+                    "writable=on,num-queues=%d,addr.type=unix,addr.path=%s"
+                    % (i, i, queues, p)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.PIPE)
+        deadline = time.monotonic() + 20
+        while not all(os.path.exists(p) for p in self.paths):
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise QtestError("qemu-storage-daemon did not start: %s"
+                                 % self.proc.stderr.read().decode()[-2000:])
+            time.sleep(0.01)
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+
+
+def qemu_args(case, vub_paths):
+    args = ["-machine", "pc,accel=kvm", "-m", "128"]
+    if not case.vhost:
+        args = FIRMWARE + args   # (the vhost cases run on a HLT firmware)
+    if case.vhost:
+        args += ["-object", "memory-backend-memfd,id=mem,size=128M,share=on",
+                 "-machine", "memory-backend=mem"]
+    for i in range(case.devices):
+        slot = 4 + i
+        if case.vhost:
+            args += ["-chardev", "socket,id=c%d,path=%s" % (i, vub_paths[i]),
+                     "-device", "vhost-user-blk-pci,chardev=c%d,num-queues=%d,"
+                     "addr=0x%x.0,disable-legacy=on" % (i, case.queues, slot)]
+        else:
+            args += ["-object", "iothread,id=io%d" % i,
+                     "-blockdev", "driver=null-co,node-name=d%d" % i,
+                     "-device", "virtio-blk-pci,drive=d%d,num-queues=%d,"
+                     "iothread=io%d,addr=0x%x.0,disable-legacy=on"
+                     % (i, case.queues, i, slot)]
+    return args
+
+
+def count_ioctls(path, start):
+    counts = dict.fromkeys(IOCTLS, 0)
+    with open(path, errors="replace") as f:
+        f.seek(start)
+        for line in f:
+            m = re.search(r"ioctl\(\d+, (KVM_[A-Z_]+)", line)
+            if m and m.group(1) in counts:
+                counts[m.group(1)] += 1
+    return counts
+
+
+def run_case(qemu, case, strace=False):
+    """One fresh QEMU: returns (start seconds, stop seconds, counts)."""
+    tmpdir = tempfile.mkdtemp(prefix="nbench-")
+    daemon = StorageDaemon(tmpdir, case.devices, case.queues) \
+        if case.vhost else None
+    trace = os.path.join(tmpdir, "strace.log")
+    wrapper = ["strace", "-f", "-qq", "-e", "trace=ioctl", "-e",
+               "signal=none", "-o", trace] if strace else []
+    q = None
+    try:
+        q = Qtest.launch(qemu, qemu_args(case, daemon.paths if daemon else []),
+                         wrapper=wrapper, running=case.vhost)
+        devs = [VirtioPci(q, 4 + i) for i in range(case.devices)]
+        for d in devs:
+            d.setup(case.queues)
+        mark = os.path.getsize(trace) if strace else 0
+        start = sum(d.driver_ok() for d in devs)
+        counts = None
+        if strace:
+            time.sleep(0.3)  # (strace writes each line as the call returns)
+            counts = count_ioctls(trace, mark)
+        stop = sum(d.reset() for d in devs)
+        return start, stop, counts
+    finally:
+        if q is not None:
+            q.close()
+        if daemon is not None:
+            daemon.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="3 rounds")
+    ap.add_argument("--out")
+    ap.add_argument("--cases", help="comma-separated case names (substrings)")
+    ap.add_argument("stock")
+    ap.add_argument("fork")
+    a = ap.parse_args()
+    why = kvm_usable()
+    if why is not None:
+        print("notifier-bench: skipped: needs a usable /dev/kvm (%s)" % why)
+        return 77
+    if shutil.which("strace") is None:
+        print("notifier-bench: strace is missing (make bench-deps)")
+        return 1
+    rounds = 3 if a.quick else a.rounds
+    cases = CASES
+    if a.cases:
+        want = a.cases.split(",")
+        cases = [c for c in CASES if any(w in c.name for w in want)]
+    if any(c.vhost for c in cases) and not shutil.which("qemu-storage-daemon"):
+        print("notifier-bench: qemu-storage-daemon missing: skipping vhost "
+              "cases (apt-get install qemu-system-common)")
+        cases = [c for c in cases if not c.vhost]
+    qemus = {"stock": a.stock, "fork": a.fork}
+    res = {}
+    for case in cases:
+        times = {v: ([], []) for v in qemus}
+        for _ in range(rounds):
+            for v, qemu in qemus.items():
+                start, stop, _ = run_case(qemu, case)
+                times[v][0].append(start)
+                times[v][1].append(stop)
+        row = {}
+        for v, qemu in qemus.items():
+            _, _, counts = run_case(qemu, case, strace=True)
+            row[v] = {"start_ms": statistics.median(times[v][0]) * 1e3,
+                      "stop_ms": statistics.median(times[v][1]) * 1e3,
+                      "counts": counts}
+        res[case.name] = row
+        print("  %-20s stock %8.2f ms  fork %8.2f ms" % (
+            case.name, row["stock"]["start_ms"], row["fork"]["start_ms"]),
+            file=sys.stderr)
+
+    print("| case | start stock (ms) | start fork (ms) | fork/stock | "
+          "stop stock (ms) | stop fork (ms) | GSI_ROUTING stock/fork | "
+          "IOEVENTFD stock/fork | IRQFD stock/fork |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for name, row in res.items():
+        s, f = row["stock"], row["fork"]
+        print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |" % (
+            name, s["start_ms"], f["start_ms"], f["start_ms"] / s["start_ms"],
+            s["stop_ms"], f["stop_ms"], " | ".join(
+                "%d / %d" % (s["counts"][k], f["counts"][k]) for k in IOCTLS)))
+    if a.out:
+        os.makedirs(a.out, exist_ok=True)
+        with open(os.path.join(a.out, "notifier-bench.json"), "w") as fp:
+            json.dump(res, fp, indent=1)
+        with open(os.path.join(a.out, "notifier-bench.dat"), "w") as fp:
+            fp.write("# case start_stock start_fork stop_stock stop_fork\n")
+            for name, row in res.items():
+                fp.write('"%s" %.3f %.3f %.3f %.3f\n' % (
+                    name, row["stock"]["start_ms"], row["fork"]["start_ms"],
+                    row["stock"]["stop_ms"], row["fork"]["stop_ms"]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
