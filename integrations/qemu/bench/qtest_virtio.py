@@ -5,7 +5,7 @@ to DRIVER_OK the way Linux does (MSI-X vectors programmed and unmasked
 first, one vector per queue plus one for config), without a guest: QEMU
 runs with -qtest and -S, so no vCPU ever executes (which PVM's nested KVM
 requires) and the only thing QEMU does is what these register writes ask
-for.  Used by notifier-bench.py; usable on its own:
+for.  Used by notifier_bench.py and ../notifier-test.py; usable on its own:
 
     q = Qtest.launch(qemu, args)       # spawns QEMU with -qtest
     dev = VirtioPci(q, slot=4)
@@ -110,6 +110,21 @@ class Qtest:
                 raise QtestError("%r: %s" % (line, reply.decode()))
             return words[1:]
 
+    def pipeline(self, lines):
+        """Sends @lines in one write (QEMU handles them in one main loop
+        iteration, as a guest's back-to-back MMIO would run before any
+        bottom half) and waits for every reply."""
+        self.sock.sendall("".join(l + "\n" for l in lines).encode())
+        for line in lines:
+            while b"\n" not in self.buf:
+                chunk = self.sock.recv(65536)
+                if not chunk:
+                    raise QtestError("QEMU went away in a pipeline")
+                self.buf += chunk
+            reply, self.buf = self.buf.split(b"\n", 1)
+            if not reply.startswith(b"OK"):
+                raise QtestError("%r: %s" % (line, reply.decode()))
+
     def read(self, size, addr):
         return int(self.cmd("read%s 0x%x" % ("bwlq"[size.bit_length() - 1],
                                                addr))[0], 16)
@@ -212,7 +227,7 @@ class VirtioPci:
         if (ctrl & 0x7FF) + 1 < vectors:
             raise QtestError("only %d MSI-X vectors" % ((ctrl & 0x7FF) + 1))
         table = q.cfg_read(d, self.msix + 4)
-        base = self.bars[table & 7] + (table & ~7)
+        base = self.msix_table = self.bars[table & 7] + (table & ~7)
         q.cfg_write(d, self.msix + 2, ctrl | 0x8000 | 0x4000, 2)  # on, masked
         for v in range(vectors):
             e = base + 16 * v
@@ -262,6 +277,22 @@ class VirtioPci:
                 q.write(4, c + reg + 4, addr >> 32)      # the common cfg's)
             q.write(2, c + Q_ENABLE, 1)
         self.queues = queues
+
+    def retarget(self, vectors, data_base):
+        """A guest moving interrupts: for each vector, mask it, write a new
+        message data, unmask it; all back to back, then one more round
+        trip, so QEMU's next iteration (its bottom halves) ran too.
+        Returns the seconds that took."""
+        lines = []
+        for v in vectors:
+            e = self.msix_table + 16 * v
+            lines += ["writel 0x%x 0x1" % (e + 12),
+                      "writel 0x%x 0x%x" % (e + 8, data_base + v % 200),
+                      "writel 0x%x 0x0" % (e + 12)]
+        t0 = time.perf_counter()
+        self.q.pipeline(lines)
+        self.q.read(4, self.msix_table)
+        return time.perf_counter() - t0
 
     def driver_ok(self):
         """The timed write: DRIVER_OK, which starts the device's notifiers.

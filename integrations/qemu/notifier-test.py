@@ -1,0 +1,201 @@
+#!/usr/bin/python3
+"""The fork's notifier batching, checked on real KVM the way a guest meets it.
+
+    notifier-test.py FORK_QEMU
+
+QEMU runs with -accel kvm and -qtest (no vCPU executes; bench/qtest_virtio.py
+plays the guest's virtio-pci driver) under strace, which counts the KVM
+ioctls of each step.  Checks, each in a fresh QEMU:
+
+  - a virtio-blk-pci start costs one KVM_SET_GSI_ROUTING (1 and 64
+    queues), and so does a second start after a reset;
+  - a vhost-user-blk-pci start (qemu-storage-daemon) costs one as well;
+  - a guest retargeting every vector costs one route commit per main-loop
+    iteration that saw updates (qtest hands QEMU 1 KiB per read), not one
+    per vector, and the vectors come back unmasked (the irqfds are
+    attached again);
+  - a vector masked again before the commit, and a device reset with
+    retargeted vectors still queued, leave QEMU running, and the device
+    starts again afterwards.
+
+Every case also checks that QEMU is still alive and printed no assertion.
+Exits 77 when /dev/kvm cannot create a VM here.
+"""
+import os
+import shutil
+import sys
+import tempfile
+import time
+
+here = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, os.path.join(here, "bench"))
+import notifier_bench as nb  # noqa: E402
+from qtest_virtio import Qtest, VirtioPci  # noqa: E402
+
+FAILED = []
+
+
+def check(cond, what):
+    print("  %s %s" % ("ok  " if cond else "FAIL", what))
+    if not cond:
+        FAILED.append(what)
+
+
+class Traced:
+    """A fork QEMU under strace with the devices of @case."""
+
+    def __init__(self, qemu, case):
+        self.tmp = tempfile.mkdtemp(prefix="ntest-")
+        self.trace = os.path.join(self.tmp, "strace.log")
+        self.daemon = nb.StorageDaemon(self.tmp, case.devices, case.queues) \
+            if case.vhost else None
+        paths = self.daemon.paths if self.daemon else []
+        self.q = Qtest.launch(qemu, nb.qemu_args(case, paths),
+                              wrapper=["strace", "-f", "-qq", "-e",
+                                       "trace=ioctl", "-e", "signal=none",
+                                       "-o", self.trace],
+                              running=case.vhost)
+        self.devs = [VirtioPci(self.q, 4 + i) for i in range(case.devices)]
+        self.case = case
+        self.pos = 0
+
+    def ioctls(self):
+        """The KVM ioctls since the last call."""
+        time.sleep(0.3)  # (strace writes each line as the call returns)
+        end = os.path.getsize(self.trace)
+        counts = nb.count_ioctls(self.trace, self.pos, end)
+        self.pos = end
+        return counts
+
+    def close(self):
+        alive = self.q.proc.poll() is None
+        self.q.log.seek(0)
+        log = self.q.log.read()
+        self.q.close()
+        if self.daemon:
+            self.daemon.close()
+        shutil.rmtree(self.tmp, ignore_errors=True)
+        check(alive and "assert" not in log.lower(),
+              "QEMU ran to the end without an assertion (%s)" % self.case.name)
+
+
+def start_costs_one_commit(qemu, name, queues, vhost=False, starts=1):
+    t = Traced(qemu, nb.Case(name, 1, queues, vhost=vhost))
+    try:
+        d = t.devs[0]
+        for n in range(starts):
+            d.setup(queues)
+            t.ioctls()
+            d.driver_ok()
+            c = t.ioctls()
+            check(c["KVM_SET_GSI_ROUTING"] == 1,
+                  "%s start %d: 1 route commit (%d)" % (
+                      name, n + 1, c["KVM_SET_GSI_ROUTING"]))
+            check(c["KVM_IRQFD"] == queues and c["KVM_IOEVENTFD"] == queues,
+                  "%s start %d: an irqfd and an ioeventfd per queue (%d, %d)"
+                  % (name, n + 1, c["KVM_IRQFD"], c["KVM_IOEVENTFD"]))
+            d.reset()
+    finally:
+        t.close()
+
+
+def retarget_burst(qemu, queues=64):
+    t = Traced(qemu, nb.Case("retarget", 1, queues))
+    try:
+        d = t.devs[0]
+        d.setup(queues)
+        d.driver_ok()
+        t.ioctls()
+        lines = 3 * queues
+        reads = (lines * len("writel 0xe0000000 0x0\n") + 1023) // 1024 + 1
+        d.retarget(range(1, queues + 1), 0x40)
+        c = t.ioctls()
+        check(1 <= c["KVM_SET_GSI_ROUTING"] <= reads,
+              "retargeting %d vectors: %d route commits (at most one per "
+              "qtest read, %d)" % (queues, c["KVM_SET_GSI_ROUTING"], reads))
+        check(c["KVM_IRQFD"] == 2 * queues,
+              "each vector's irqfd detached at the mask and attached again "
+              "(%d KVM_IRQFD)" % c["KVM_IRQFD"])
+        # the same messages again: nothing to commit
+        d.retarget(range(1, queues + 1), 0x40)
+        c = t.ioctls()
+        check(c["KVM_SET_GSI_ROUTING"] == 0,
+              "unchanged messages: no route commit (%d)"
+              % c["KVM_SET_GSI_ROUTING"])
+        d.reset()
+    finally:
+        t.close()
+
+
+def masked_again_and_reset_while_queued(qemu, queues=8):
+    t = Traced(qemu, nb.Case("cancel", 1, queues))
+    try:
+        d = t.devs[0]
+        d.setup(queues)
+        d.driver_ok()
+        t.ioctls()
+        e = d.msix_table + 16 * 1
+        # vector 1: retargeted, unmasked and masked again in one iteration
+        t.q.pipeline(["writel 0x%x 0x1" % (e + 12), "writel 0x%x 0x77" % (e + 8),
+                      "writel 0x%x 0x0" % (e + 12), "writel 0x%x 0x1" % (e + 12)])
+        t.q.read(4, d.msix_table)
+        c = t.ioctls()
+        check(c["KVM_SET_GSI_ROUTING"] == 1,
+              "masked again before the commit: the route is still committed "
+              "(%d)" % c["KVM_SET_GSI_ROUTING"])
+        t.q.pipeline(["writel 0x%x 0x0" % (e + 12)])   # unmask, same message
+        t.q.read(4, d.msix_table)
+        c = t.ioctls()
+        check(c["KVM_IRQFD"] == 1 and c["KVM_SET_GSI_ROUTING"] == 0,
+              "unmasked later: its irqfd comes back, nothing to commit "
+              "(%d, %d)" % (c["KVM_IRQFD"], c["KVM_SET_GSI_ROUTING"]))
+        # retarget everything and reset the device before QEMU commits
+        lines = []
+        for v in range(1, queues + 1):
+            ev = d.msix_table + 16 * v
+            lines += ["writel 0x%x 0x1" % (ev + 12),
+                      "writel 0x%x 0x%x" % (ev + 8, 0x90 + v),
+                      "writel 0x%x 0x0" % (ev + 12)]
+        lines.append("writeb 0x%x 0x0" % (d.caps[1] + 0x14))  # status 0
+        t.q.pipeline(lines)
+        t.q.read(4, d.msix_table)
+        t.ioctls()
+        d.setup(queues)
+        d.driver_ok()
+        c = t.ioctls()
+        check(c["KVM_SET_GSI_ROUTING"] == 1 and c["KVM_IRQFD"] == queues,
+              "reset with unmasks queued, then a new start: 1 commit, %d "
+              "irqfds (%d, %d)" % (queues, c["KVM_SET_GSI_ROUTING"],
+                                   c["KVM_IRQFD"]))
+        d.reset()
+    finally:
+        t.close()
+
+
+def main():
+    if len(sys.argv) != 2:
+        print(__doc__)
+        return 2
+    qemu = sys.argv[1]
+    why = nb.kvm_usable()
+    if why is not None:
+        print("notifier-test: skipped: needs a usable /dev/kvm (%s)" % why)
+        return 77
+    print("notifier-test: %s" % qemu)
+    start_costs_one_commit(qemu, "virtio-blk 1q", 1)
+    start_costs_one_commit(qemu, "virtio-blk 64q", 64, starts=2)
+    if shutil.which("qemu-storage-daemon"):
+        start_costs_one_commit(qemu, "vhost-user-blk 4q", 4, vhost=True)
+    else:
+        check(False, "qemu-storage-daemon is installed (qemu-system-common)")
+    retarget_burst(qemu)
+    masked_again_and_reset_while_queued(qemu)
+    if FAILED:
+        print("notifier-test: %d check(s) failed" % len(FAILED))
+        return 1
+    print("notifier-test: all checks passed")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# notifiers.sh test [WORKDIR]          the fork's notifier batching on KVM
+# notifiers.sh bench [WORKDIR] [ARGS]  device start/stop: stock vs fork
+#
+# Installs what the scripts need (strace for the ioctl counts,
+# qemu-system-common for qemu-storage-daemon, the firmware), then runs
+# notifier-test.py on WORKDIR/fork-build, or bench/notifier_bench.py on
+# WORKDIR/stock-build and WORKDIR/fork-build (build them first:
+# build.sh --both --all).  Without a usable /dev/kvm both say so and
+# exit 0 (the Makefile runs them in make check and make bench).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+mode=${1:?usage: notifiers.sh test|bench [WORKDIR] [ARGS...]}
+work=${2:-$here/../../build-qemu}
+shift $(( $# >= 2 ? 2 : 1 ))
+
+need=()
+for p in strace qemu-system-common seabios qemu-system-data; do
+    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
+        need+=("$p")
+done
+if [ ${#need[@]} -gt 0 ]; then
+    [ "$(id -u)" = 0 ] || { echo "notifiers.sh: run as root: apt-get install ${need[*]}" >&2; exit 1; }
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+rc=0
+case $mode in
+    test)
+        /usr/bin/python3 "$here/notifier-test.py" "$work/fork-build/qemu-system-x86_64" || rc=$?
+        ;;
+    bench)
+        /usr/bin/python3 "$here/bench/notifier_bench.py" --out "$work/bench-results" "$@" \
+            "$work/stock-build/qemu-system-x86_64" "$work/fork-build/qemu-system-x86_64" || rc=$?
+        ;;
+    *)
+        echo "notifiers.sh: unknown mode $mode" >&2; exit 2 ;;
+esac
+if [ "$rc" = 77 ]; then
+    echo "notifiers.sh: $mode skipped (no usable /dev/kvm on this machine)"
+    exit 0
+fi
+exit "$rc"
