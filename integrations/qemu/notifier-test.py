@@ -16,7 +16,11 @@ ioctls of each step.  Checks, each in a fresh QEMU:
     attached again);
   - a vector masked again before the commit, and a device reset with
     retargeted vectors still queued, leave QEMU running, and the device
-    starts again afterwards.
+    starts again afterwards;
+  - a machine start commits once for all its devices: two virtio-blk
+    devices started by the `cont` after a migration, two vhost-user-blk
+    devices restarted by stop/cont (their irqfds are attached after the
+    commit, one per queue).
 
 Every case also checks that QEMU is still alive and printed no assertion.
 Exits 77 when /dev/kvm cannot create a VM here.
@@ -44,7 +48,7 @@ def check(cond, what):
 class Traced:
     """A fork QEMU under strace with the devices of @case."""
 
-    def __init__(self, qemu, case):
+    def __init__(self, qemu, case, qmp=False):
         self.tmp = tempfile.mkdtemp(prefix="ntest-")
         self.trace = os.path.join(self.tmp, "strace.log")
         self.daemon = nb.StorageDaemon(self.tmp, case.devices, case.queues) \
@@ -54,16 +58,18 @@ class Traced:
                               wrapper=["strace", "-f", "-qq", "-e",
                                        "trace=ioctl", "-e", "signal=none",
                                        "-o", self.trace],
-                              running=case.vhost)
+                              running=case.vhost, qmp=qmp)
         self.devs = [VirtioPci(self.q, 4 + i) for i in range(case.devices)]
         self.case = case
         self.pos = 0
 
     def ioctls(self):
-        """The KVM ioctls since the last call."""
+        """The KVM ioctls since the last call (counts; self.sequence: the
+        same in order)."""
         time.sleep(0.3)  # (strace writes each line as the call returns)
         end = os.path.getsize(self.trace)
         counts = nb.count_ioctls(self.trace, self.pos, end)
+        self.sequence = nb.ioctl_sequence(self.trace, self.pos, end)
         self.pos = end
         return counts
 
@@ -172,6 +178,46 @@ def masked_again_and_reset_while_queued(qemu, queues=8):
         t.close()
 
 
+def commit_before_irqfds(seq):
+    """No KVM_IRQFD before the window's first route commit: an irqfd
+    attached earlier could inject through a route KVM does not have."""
+    first = seq.index("KVM_SET_GSI_ROUTING") if "KVM_SET_GSI_ROUTING" in seq \
+        else len(seq)
+    return "KVM_IRQFD" not in seq[:first]
+
+
+def machine_start(qemu):
+    case = nb.Case("2 virtio-blk 8q, migrated", 2, 8)
+    r = nb.run_machine_start(qemu, case, strace=True)
+    c = r["counts"]
+    check(c["KVM_SET_GSI_ROUTING"] == 1 and c["KVM_IRQFD"] == 16,
+          "cont after migration starts 2 devices: 1 route commit, 16 irqfds "
+          "(%d, %d)" % (c["KVM_SET_GSI_ROUTING"], c["KVM_IRQFD"]))
+    check(commit_before_irqfds(r["sequence"]),
+          "every irqfd attached after the route commit")
+    if not shutil.which("qemu-storage-daemon"):
+        return
+    t = Traced(qemu, nb.Case("2 vhost-user-blk 4q, stop/cont", 2, 4,
+                             vhost=True), qmp=True)
+    try:
+        for d in t.devs:
+            d.setup(4)
+            d.driver_ok()
+        t.q.qmp("stop")
+        t.ioctls()
+        t.q.qmp("cont")
+        c = t.ioctls()
+        check(c["KVM_SET_GSI_ROUTING"] == 1 and c["KVM_IRQFD"] == 8,
+              "cont restarts 2 vhost-user-blk devices: 1 route commit, 8 "
+              "irqfds (%d, %d)" % (c["KVM_SET_GSI_ROUTING"], c["KVM_IRQFD"]))
+        check(commit_before_irqfds(t.sequence),
+              "every irqfd attached after the route commit")
+        for d in t.devs:
+            d.reset()
+    finally:
+        t.close()
+
+
 def main():
     if len(sys.argv) != 2:
         print(__doc__)
@@ -190,6 +236,7 @@ def main():
         check(False, "qemu-storage-daemon is installed (qemu-system-common)")
     retarget_burst(qemu)
     masked_again_and_reset_while_queued(qemu)
+    machine_start(qemu)
     if FAILED:
         print("notifier-test: %d check(s) failed" % len(FAILED))
         return 1

@@ -61,10 +61,14 @@ def kvm_usable():
 
 
 class Case:
-    def __init__(self, name, devices, queues, vhost=False, burst=False):
+    def __init__(self, name, devices, queues, vhost=False, burst=False,
+                 machine=False):
         self.name, self.devices, self.queues, self.vhost = \
             name, devices, queues, vhost
         self.burst = burst  # also time a guest retargeting every vector
+        # start all devices at once: the `cont` of a VM whose devices were
+        # started before it migrated (run_machine_start())
+        self.machine = machine
 
 
 CASES = [
@@ -72,6 +76,7 @@ CASES = [
     Case("virtio-blk 64q", 1, 64),
     Case("virtio-blk 256q", 1, 256),
     Case("virtio-blk 8x64q", 8, 64),
+    Case("virtio-blk 8x64q, machine start", 8, 64, machine=True),
     Case("vhost-user-blk 1q", 1, 1, vhost=True),
     Case("vhost-user-blk 64q", 1, 64, vhost=True),
     Case("MSI burst virtio-blk 64q", 1, 64, burst=True),
@@ -131,15 +136,24 @@ def qemu_args(case, vub_paths):
     return args
 
 
-def count_ioctls(path, start, end):
-    """The KVM ioctls strace logged between byte offsets start and end."""
-    counts = dict.fromkeys(IOCTLS, 0)
+def ioctl_sequence(path, start, end):
+    """The KVM ioctls (of IOCTLS) strace logged between byte offsets start
+    and end, in order."""
+    seq = []
     with open(path, errors="replace") as f:
         f.seek(start)
         for line in f.read(end - start).splitlines():
             m = re.search(r"ioctl\(\d+, (KVM_[A-Z_]+)", line)
-            if m and m.group(1) in counts:
-                counts[m.group(1)] += 1
+            if m and m.group(1) in IOCTLS:
+                seq.append(m.group(1))
+    return seq
+
+
+def count_ioctls(path, start, end):
+    """How many of each of IOCTLS strace logged between start and end."""
+    counts = dict.fromkeys(IOCTLS, 0)
+    for name in ioctl_sequence(path, start, end):
+        counts[name] += 1
     return counts
 
 
@@ -189,6 +203,66 @@ def run_case(qemu, case, strace=False):
         shutil.rmtree(tmpdir, ignore_errors=True)
 
 
+def _wait(q, what, done, timeout=120):
+    deadline = time.monotonic() + timeout
+    while not done():
+        if time.monotonic() > deadline:
+            raise QtestError("timed out waiting for %s" % what)
+        time.sleep(0.02)
+
+
+def run_machine_start(qemu, case, strace=False):
+    """Devices that start together: a VM whose devices a driver started is
+    migrated to a file, loaded by a fresh QEMU (-incoming, paused) and
+    continued; `cont` starts every device in one vm_start.  Returns
+    {"start": seconds of the cont, "stop": None, "burst": None} and with
+    @strace the "counts" of the cont."""
+    tmpdir = tempfile.mkdtemp(prefix="nbench-mig-")
+    mig = os.path.join(tmpdir, "vm.mig")
+    trace = os.path.join(tmpdir, "strace.log")
+    args = qemu_args(case, [])
+    res = {"stop": None, "burst": None}
+    a = b = None
+    try:
+        a = Qtest.launch(qemu, args, hlt_bios=True, qmp=True)
+        for i in range(case.devices):
+            d = VirtioPci(a, 4 + i)
+            d.setup(case.queues)
+            d.driver_ok()
+        a.qmp("migrate", uri="exec:cat > %s" % mig)
+        _wait(a, "the migration", lambda: a.qmp("query-migrate").get(
+            "status") in ("completed", "failed"))
+        if a.qmp("query-migrate")["status"] != "completed":
+            raise QtestError("migration failed")
+        a.close()
+        a = None
+        wrapper = ["strace", "-f", "-qq", "-e", "trace=ioctl", "-e",
+                   "signal=none", "-o", trace] if strace else []
+        b = Qtest.launch(qemu, args + ["-incoming", "defer"], hlt_bios=True,
+                         qmp=True, wrapper=wrapper)
+        b.qmp("migrate-incoming", uri="exec:cat %s" % mig)
+        _wait(b, "the incoming migration",
+              lambda: b.qmp("query-status")["status"] != "inmigrate")
+        if strace:
+            time.sleep(0.3)
+        m0 = os.path.getsize(trace) if strace else 0
+        t0 = time.perf_counter()
+        b.qmp("cont")
+        res["start"] = time.perf_counter() - t0
+        if strace:
+            time.sleep(0.3)
+            end = os.path.getsize(trace)
+            res["counts"] = count_ioctls(trace, m0, end)
+            res["sequence"] = ioctl_sequence(trace, m0, end)
+        b.qmp("stop")
+        return res
+    finally:
+        for q in (a, b):
+            if q is not None:
+                q.close()
+        shutil.rmtree(tmpdir, ignore_errors=True)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--rounds", type=int, default=5)
@@ -220,13 +294,15 @@ def main():
         times = {v: {"start": [], "stop": [], "burst": []} for v in qemus}
         for _ in range(rounds):
             for v, qemu in qemus.items():
-                r = run_case(qemu, case)
+                r = (run_machine_start if case.machine else run_case)(qemu,
+                                                                     case)
                 for k in times[v]:
                     if r[k] is not None:
                         times[v][k].append(r[k])
         row = {}
         for v, qemu in qemus.items():
-            r = run_case(qemu, case, strace=True)
+            r = (run_machine_start if case.machine else run_case)(
+                qemu, case, strace=True)
             row[v] = {k + "_ms": statistics.median(t) * 1e3
                       for k, t in times[v].items() if t}
             row[v]["counts"] = r["counts"]
@@ -249,9 +325,11 @@ def main():
         s, f = row["stock"], row["fork"]
         if "burst_ms" in s:
             continue
-        print("| %s | %.2f | %.2f | %.2f | %.2f | %.2f | %s |" % (
+        print("| %s | %.2f | %.2f | %.2f | %s | %s | %s |" % (
             name, s["start_ms"], f["start_ms"], f["start_ms"] / s["start_ms"],
-            s["stop_ms"], f["stop_ms"], cnt(row, "counts")))
+            "%.2f" % s["stop_ms"] if "stop_ms" in s else "-",
+            "%.2f" % f["stop_ms"] if "stop_ms" in f else "-",
+            cnt(row, "counts")))
     bursts = [(n, r) for n, r in res.items() if "burst_ms" in r["stock"]]
     if bursts:
         print()
@@ -274,8 +352,9 @@ def main():
                 if "burst_ms" not in row["stock"]:
                     fp.write('"%s" %.3f %.3f %.3f %.3f\n' % (
                         name, row["stock"]["start_ms"],
-                        row["fork"]["start_ms"], row["stock"]["stop_ms"],
-                        row["fork"]["stop_ms"]))
+                        row["fork"]["start_ms"],
+                        row["stock"].get("stop_ms", float("nan")),
+                        row["fork"].get("stop_ms", float("nan"))))
     return 0
 
 

@@ -13,6 +13,7 @@ for.  Used by notifier_bench.py and ../notifier-test.py; usable on its own:
     seconds = dev.driver_ok()          # the timed write
     dev.reset()
 """
+import json
 import os
 import socket
 import subprocess
@@ -51,16 +52,20 @@ class Qtest:
 
     @classmethod
     def launch(cls, qemu, args, env=None, wrapper=(), timeout=60,
-               running=False):
+               running=False, hlt_bios=None, qmp=False):
         """Starts `wrapper... qemu -qtest unix:... -S args...` and waits
         for it to connect.
 
         running: no -S, so the VM runs (what devices that start only in a
         running VM, such as vhost-user-blk, need), on a firmware of HLT
         instructions: the one vCPU halts at the reset vector with
-        interrupts off, so no guest code touches the devices."""
+        interrupts off, so no guest code touches the devices.
+        hlt_bios: that firmware without running (a VM to migrate).
+        qmp: also a QMP monitor (Qtest.qmp())."""
         tmpdir = tempfile.mkdtemp(prefix="qtest-")
-        if running:
+        if hlt_bios is None:
+            hlt_bios = running
+        if hlt_bios:
             bios = os.path.join(tmpdir, "hlt.bin")
             with open(bios, "wb") as f:
                 f.write(b"\xf4" * 65536)         # hlt, everywhere
@@ -70,6 +75,9 @@ class Qtest:
         lsock.bind(path)
         lsock.listen(1)
         lsock.settimeout(timeout)
+        if qmp:
+            args = ["-qmp", "unix:%s/qmp.sock,server=on,wait=off" % tmpdir] + \
+                list(args)
         cmd = list(wrapper) + [qemu, "-qtest", "unix:" + path,
                                "-qtest-log", "/dev/null",
                                "-display", "none", "-nodefaults",
@@ -89,7 +97,28 @@ class Qtest:
         conn.settimeout(timeout)
         q = cls(proc, conn, tmpdir)
         q.log = log
+        q.qmp_sock = None
+        if qmp:
+            q.qmp_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            q.qmp_sock.connect(os.path.join(tmpdir, "qmp.sock"))
+            q.qmp_file = q.qmp_sock.makefile("rw")
+            json.loads(q.qmp_file.readline())          # the greeting
+            q.qmp("qmp_capabilities")
         return q
+
+    def qmp(self, command, **arguments):
+        """Runs one QMP command; returns its "return" (events skipped)."""
+        msg = {"execute": command}
+        if arguments:
+            msg["arguments"] = arguments
+        self.qmp_file.write(json.dumps(msg) + "\n")
+        self.qmp_file.flush()
+        while True:
+            reply = json.loads(self.qmp_file.readline())
+            if "return" in reply:
+                return reply["return"]
+            if "error" in reply:
+                raise QtestError("%s: %s" % (command, reply["error"]))
 
     def cmd(self, line):
         """Sends one qtest command, returns the words after OK."""
@@ -148,6 +177,8 @@ class Qtest:
 
     def close(self):
         try:
+            if self.qmp_sock is not None:
+                self.qmp_sock.close()
             self.sock.close()
         finally:
             try:
