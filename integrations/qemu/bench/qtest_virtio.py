@@ -15,6 +15,8 @@ for.  Used by notifier_bench.py and ../notifier-test.py; usable on its own:
 """
 import json
 import os
+import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -78,6 +80,8 @@ class Qtest:
         if qmp:
             args = ["-qmp", "unix:%s/qmp.sock,server=on,wait=off" % tmpdir] + \
                 list(args)
+        pidfile = os.path.join(tmpdir, "qemu.pid")
+        args = ["-pidfile", pidfile] + list(args)
         cmd = list(wrapper) + [qemu, "-qtest", "unix:" + path,
                                "-qtest-log", "/dev/null",
                                "-display", "none", "-nodefaults",
@@ -97,6 +101,7 @@ class Qtest:
         conn.settimeout(timeout)
         q = cls(proc, conn, tmpdir)
         q.log = log
+        q.pidfile = pidfile
         q.qmp_sock = None
         if qmp:
             q.qmp_sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -176,17 +181,31 @@ class Qtest:
         self.cmd("%s 0x%x 0x%x" % (op, port, val))
 
     def close(self):
+        """Ends QEMU (SIGTERM, as libqtest does: a closed qtest socket does
+        not end it), itself and not a wrapper such as strace, which would
+        leave it running."""
         try:
             if self.qmp_sock is not None:
                 self.qmp_sock.close()
             self.sock.close()
         finally:
             try:
-                self.proc.wait(timeout=10)
+                with open(self.pidfile) as f:
+                    os.kill(int(f.read()), signal.SIGTERM)
+            except (OSError, ValueError):
+                self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
             except subprocess.TimeoutExpired:
+                try:
+                    with open(self.pidfile) as f:
+                        os.kill(int(f.read()), signal.SIGKILL)
+                except (OSError, ValueError):
+                    pass
                 self.proc.kill()
                 self.proc.wait()
             self.log.close()
+            shutil.rmtree(self.tmpdir, ignore_errors=True)
 
 
 class VirtioPci:
