@@ -1,0 +1,288 @@
+/*
+ * aioloop/vhost.h - a vhost-user backend (device side) on libaioloop.
+ *
+ * One aiol_vhost_dev is one vhost-user device: a unix-socket server on an
+ * aiol_loop that accepts one frontend (QEMU, or the test frontend) at a
+ * time, speaks the vhost-user protocol to it (feature and protocol-feature
+ * negotiation with MQ, REPLY_ACK and CONFIG, SET_MEM_TABLE, the vring
+ * messages), maps the guest RAM the frontend shares and runs split
+ * virtqueues (direct and indirect descriptors, event idx).  Kick eventfds
+ * are loop fd handlers that call the device's queue handler; the device
+ * pops descriptor chains, does its work, pushes used elements and asks
+ * the library to notify the driver through the call eventfd.
+ *
+ * What a device supplies is an aiol_vhost_dev_ops: its feature bits, its
+ * config space and a queue handler (docs/vhost.md walks through a device).
+ *
+ * Trust: the frontend and the guest are untrusted.  Every message size,
+ * fd count, memory region, address translation and descriptor chain is
+ * checked.  A malformed message drops the connection (fds closed, memory
+ * unmapped, state reset) and the server then accepts the next frontend.
+ * A malformed descriptor chain breaks its queue (aiol_vhost_vq_pop()
+ * returns -EIO from then on, the err eventfd is signalled) until the
+ * frontend sets the ring up again.
+ *
+ * Conventions (libaioloop's): calls that can fail return 0 or a negative
+ * errno; misuse by the embedding program (a NULL device, a queue index out
+ * of range, pushing more than an element can hold) aborts with a message
+ * naming the function.  Threads: a device and its queues belong to the
+ * thread that polls its loop.
+ */
+#ifndef AIOLOOP_VHOST_H
+#define AIOLOOP_VHOST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/uio.h>
+
+#include "aioloop/loop.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- Protocol constants (vhost-user and virtio specifications) ------- */
+
+/** vhost-user request codes the library serves (frontend -> backend). */
+enum aiol_vhost_request {
+    AIOL_VHOST_GET_FEATURES = 1,
+    AIOL_VHOST_SET_FEATURES = 2,
+    AIOL_VHOST_SET_OWNER = 3,
+    AIOL_VHOST_RESET_OWNER = 4,
+    AIOL_VHOST_SET_MEM_TABLE = 5,
+    AIOL_VHOST_SET_VRING_NUM = 8,
+    AIOL_VHOST_SET_VRING_ADDR = 9,
+    AIOL_VHOST_SET_VRING_BASE = 10,
+    AIOL_VHOST_GET_VRING_BASE = 11,
+    AIOL_VHOST_SET_VRING_KICK = 12,
+    AIOL_VHOST_SET_VRING_CALL = 13,
+    AIOL_VHOST_SET_VRING_ERR = 14,
+    AIOL_VHOST_GET_PROTOCOL_FEATURES = 15,
+    AIOL_VHOST_SET_PROTOCOL_FEATURES = 16,
+    AIOL_VHOST_GET_QUEUE_NUM = 17,
+    AIOL_VHOST_SET_VRING_ENABLE = 18,
+    AIOL_VHOST_GET_CONFIG = 24,
+    AIOL_VHOST_SET_CONFIG = 25,
+};
+
+/** Header flags: protocol version (1), reply, need_reply. */
+#define AIOL_VHOST_FLAG_VERSION 0x1u
+#define AIOL_VHOST_FLAG_VERSION_MASK 0x3u
+#define AIOL_VHOST_FLAG_REPLY (1u << 2)
+#define AIOL_VHOST_FLAG_NEED_REPLY (1u << 3)
+
+/** Size of a message header (request, flags, size: three u32). */
+#define AIOL_VHOST_HDR_SIZE 12u
+/** Largest payload accepted; a larger size field drops the connection. */
+#define AIOL_VHOST_PAYLOAD_MAX 512u
+/** Most fds one message may carry (and memory regions in a table). */
+#define AIOL_VHOST_MAX_FDS 8u
+/** Largest config space GET_CONFIG/SET_CONFIG may move. */
+#define AIOL_VHOST_CONFIG_MAX 256u
+/** Most queues a device may have. */
+#define AIOL_VHOST_MAX_QUEUES 64u
+/** Largest split-ring size (virtio 1.x). */
+#define AIOL_VHOST_MAX_RING 32768u
+
+/** In SET_VRING_KICK/CALL/ERR's u64: low byte is the index, this bit "no fd". */
+#define AIOL_VHOST_VRING_IDX_MASK 0xffu
+#define AIOL_VHOST_VRING_NOFD_MASK (1u << 8)
+
+/** Protocol feature bits (GET/SET_PROTOCOL_FEATURES). */
+#define AIOL_VHOST_PROTOCOL_F_MQ 0
+#define AIOL_VHOST_PROTOCOL_F_REPLY_ACK 3
+#define AIOL_VHOST_PROTOCOL_F_CONFIG 9
+
+/** Virtio feature bits the library itself handles or offers. */
+#define AIOL_VHOST_F_RING_INDIRECT_DESC 28
+#define AIOL_VHOST_F_RING_EVENT_IDX 29
+#define AIOL_VHOST_F_PROTOCOL_FEATURES 30
+#define AIOL_VHOST_F_VERSION_1 32
+
+/* ---- Devices ---------------------------------------------------------- */
+
+/** A vhost-user device: server, connection state, guest memory, queues. */
+typedef struct aiol_vhost_dev aiol_vhost_dev;
+/** One split virtqueue of a device. */
+typedef struct aiol_vhost_vq aiol_vhost_vq;
+
+/**
+ * What a device implements.  Every member but queue may be NULL.  Called
+ * on the loop's thread from inside aiol_loop_poll().
+ */
+typedef struct aiol_vhost_dev_ops {
+    /** The device's own feature bits to offer (the library adds
+     *  VERSION_1, INDIRECT_DESC, EVENT_IDX and PROTOCOL_FEATURES). */
+    uint64_t (*get_features)(void *opaque);
+    /** The frontend acked @p features (a subset of what was offered).
+     *  Return 0 or a negative errno to refuse them. */
+    int (*set_features)(void *opaque, uint64_t features);
+    /** Copies @p len bytes of config space from @p offset into @p buf.
+     *  Return 0 or a negative errno.  NULL: no CONFIG protocol feature. */
+    int (*get_config)(void *opaque, uint8_t *buf, uint32_t offset,
+                      uint32_t len);
+    /** The frontend writes @p len bytes at @p offset (@p flags from the
+     *  message).  Return 0 or a negative errno (-EPERM: read-only). */
+    int (*set_config)(void *opaque, const uint8_t *buf, uint32_t offset,
+                      uint32_t len, uint32_t flags);
+    /** Queue handler: @p vq was kicked (and is started and enabled).
+     *  Pop chains with aiol_vhost_vq_pop(), push, then notify. */
+    void (*queue)(void *opaque, aiol_vhost_vq *vq);
+    /** The ring @p vq is stopping (GET_VRING_BASE or a disconnect): the
+     *  device must push or drop what it popped before returning. */
+    void (*queue_stop)(void *opaque, aiol_vhost_vq *vq);
+    /** The frontend connected (true) or the connection was dropped. */
+    void (*connection)(void *opaque, bool connected);
+} aiol_vhost_dev_ops;
+
+/** Counters of a device (the polling thread's view). */
+typedef struct aiol_vhost_stats {
+    uint64_t accepts;    /**< frontends accepted */
+    uint64_t refused;    /**< frontends refused (closed at once) because
+                              another one was connected */
+    uint64_t drops;      /**< connections dropped (malformed input, EOF) */
+    uint64_t malformed;  /**< of those, for malformed or refused input */
+    uint64_t messages;   /**< messages handled */
+    uint64_t nacks;      /**< REPLY_ACK replies with a failure */
+} aiol_vhost_stats;
+
+/** Counters of a queue, since the device was created. */
+typedef struct aiol_vhost_vq_stats {
+    uint64_t kicks;        /**< kick eventfd readings */
+    uint64_t calls;        /**< call eventfd signals written */
+    uint64_t suppressed;   /**< notifies the driver suppressed (flags,
+                                event idx) */
+    uint64_t skipped;      /**< notifies that were due but the ring has no
+                                call fd (VHOST_USER_VRING_NOFD_MASK: a
+                                polling driver; seed 002) */
+    uint64_t popped;       /**< chains popped */
+    uint64_t broken;       /**< malformed chains found (ring broken) */
+} aiol_vhost_vq_stats;
+
+/**
+ * Creates a device on @p loop with @p num_queues queues (1..64).
+ * @p ops is copied; ops->queue must be set.  Nothing listens yet.
+ * @return 0, -ENOMEM; *out untouched on failure.
+ */
+int aiol_vhost_dev_new(aiol_loop *loop, const aiol_vhost_dev_ops *ops,
+                       void *opaque, unsigned num_queues,
+                       aiol_vhost_dev **out);
+
+/**
+ * Listens on the unix socket @p path (a stale socket file there is
+ * replaced) and accepts one frontend at a time from then on: one that
+ * connects while another is connected is closed at once (counted in
+ * aiol_vhost_stats.refused).
+ * @return 0; -ENAMETOOLONG; -EBUSY when already listening; socket(),
+ *         bind(), listen() errors; -ENOMEM from the loop.
+ */
+int aiol_vhost_dev_listen(aiol_vhost_dev *dev, const char *path);
+
+/**
+ * Serves an already connected stream socket @p fd (socketpair(), an
+ * inherited fd) as the frontend connection; the device owns @p fd from
+ * then on, also on failure.  @return 0, -EBUSY when a frontend is
+ * connected, -ENOMEM.
+ */
+int aiol_vhost_dev_adopt(aiol_vhost_dev *dev, int fd);
+
+/** Drops the current connection, if any, as a malformed message would. */
+void aiol_vhost_dev_disconnect(aiol_vhost_dev *dev);
+
+/** True while a frontend is connected. */
+bool aiol_vhost_dev_connected(const aiol_vhost_dev *dev);
+
+/** Features the frontend acked (SET_FEATURES), 0 before. */
+uint64_t aiol_vhost_dev_features(const aiol_vhost_dev *dev);
+
+/** Protocol features the frontend acked (SET_PROTOCOL_FEATURES). */
+uint64_t aiol_vhost_dev_protocol_features(const aiol_vhost_dev *dev);
+
+/** Queue @p index (< num_queues; misuse aborts). */
+aiol_vhost_vq *aiol_vhost_dev_vq(aiol_vhost_dev *dev, unsigned index);
+
+/** Copies the device's counters into @p out. */
+void aiol_vhost_dev_get_stats(const aiol_vhost_dev *dev,
+                              aiol_vhost_stats *out);
+
+/** Why the last connection was dropped or request refused ("" if never). */
+const char *aiol_vhost_dev_last_error(const aiol_vhost_dev *dev);
+
+/**
+ * Destroys a device: drops the connection, stops listening (the socket
+ * file is unlinked), frees everything.  NULL is a no-op.  Must not be
+ * called from inside one of the device's own callbacks.
+ */
+void aiol_vhost_dev_free(aiol_vhost_dev *dev);
+
+/* ---- Virtqueues --------------------------------------------------------- */
+
+/**
+ * A descriptor chain popped from a queue.  The caller provides the iovec
+ * array (iov, iov_cap); pop fills the device-readable segments first
+ * (iov[0 .. out_num)) and the device-writable ones after them
+ * (iov[out_num .. out_num + in_num)).  The pointers are into guest RAM and
+ * stay valid until the element is pushed (or the ring stops).
+ */
+typedef struct aiol_vhost_elem {
+    struct iovec *iov;  /**< caller's array */
+    unsigned iov_cap;   /**< its number of entries */
+    unsigned out_num;   /**< device-readable segments */
+    unsigned in_num;    /**< device-writable segments */
+    uint64_t out_len;   /**< bytes readable */
+    uint64_t in_len;    /**< bytes writable */
+    uint16_t head;      /**< chain head (the used element's id) */
+} aiol_vhost_elem;
+
+/**
+ * Pops the next available chain of @p vq into @p elem.
+ * @return 1 with a chain; 0 when none is available or the ring is not
+ *         started and enabled; -ENOBUFS when the chain needs more than
+ *         elem->iov_cap segments (nothing consumed: retry with more);
+ *         -EIO when the ring is broken: this chain (or an earlier one) was
+ *         malformed: a loop, a chain longer than the queue, a nested or
+ *         empty indirect table, a readable descriptor after a writable
+ *         one, an address outside guest RAM, a length sum over 4 GiB, or an
+ *         avail index more than the queue size ahead.
+ */
+int aiol_vhost_vq_pop(aiol_vhost_vq *vq, aiol_vhost_elem *elem);
+
+/**
+ * Returns a popped chain to the driver with @p len bytes written (at most
+ * elem->in_len; more is misuse).  Does not notify: see
+ * aiol_vhost_vq_notify().
+ */
+void aiol_vhost_vq_push(aiol_vhost_vq *vq, const aiol_vhost_elem *elem,
+                        uint32_t len);
+
+/**
+ * Notifies the driver of what was pushed, if it wants it: honours
+ * VRING_AVAIL_F_NO_INTERRUPT, or with event idx the used_event index.
+ * A due notify on a ring whose call fd is "none" is counted as skipped.
+ * Nothing pushed since the last notify: nothing signalled or counted.
+ * @return true when the call eventfd was signalled.
+ */
+bool aiol_vhost_vq_notify(aiol_vhost_vq *vq);
+
+/** The queue's index in its device. */
+unsigned aiol_vhost_vq_index(const aiol_vhost_vq *vq);
+
+/** The queue's size (SET_VRING_NUM), 0 before. */
+unsigned aiol_vhost_vq_size(const aiol_vhost_vq *vq);
+
+/** True when started (kick fd set, not stopped) and enabled. */
+bool aiol_vhost_vq_running(const aiol_vhost_vq *vq);
+
+/** True when a malformed chain broke the ring. */
+bool aiol_vhost_vq_broken(const aiol_vhost_vq *vq);
+
+/** Copies the queue's counters into @p out. */
+void aiol_vhost_vq_get_stats(const aiol_vhost_vq *vq,
+                             aiol_vhost_vq_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_VHOST_H */
