@@ -28,6 +28,7 @@
  * the driver's full barrier in the mirror-image sequence).
  */
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -335,7 +336,7 @@ int aiol_vhost_vq_pop(aiol_vhost_vq *vq, aiol_vhost_elem *e)
          * we see the new entry or the driver sees it must kick. */
         __atomic_store_n(&vq->used[2 + 4 * vq->num], vq->last_avail,
                          __ATOMIC_RELAXED);
-        __atomic_thread_fence(__ATOMIC_SEQ_CST);
+        atomic_thread_fence(memory_order_seq_cst);
         avail_idx = __atomic_load_n(&vq->avail[1], __ATOMIC_ACQUIRE);
     }
     if ((uint16_t)(avail_idx - vq->last_avail) > vq->num) {
@@ -394,7 +395,7 @@ bool aiol_vhost_vq_notify(aiol_vhost_vq *vq)
     /* Full fence: used->idx (pushed) before reading used_event or the
      * flags; pairs with the driver's full barrier between writing
      * used_event and re-reading used->idx, so a call is never missed. */
-    __atomic_thread_fence(__ATOMIC_SEQ_CST);
+    atomic_thread_fence(memory_order_seq_cst);
     if (has(vq, AIOL_VHOST_F_RING_EVENT_IDX)) {
         uint16_t ev = __atomic_load_n(&vq->avail[2 + vq->num],
                                       __ATOMIC_RELAXED);
