@@ -1,0 +1,72 @@
+/*
+ * aioloop/vhost-blk.h - a vhost-user-blk device on libaioloop-vhost.
+ *
+ * Serves a raw image file to a vhost-user frontend (QEMU's
+ * vhost-user-blk-pci): read, write, flush, discard and get-id, in
+ * 512-byte sectors.  Requests run on the loop's thread with
+ * preadv()/pwritev(); each queue's kick handler pops every available
+ * request, completes it and notifies once per batch.
+ *
+ * A guest is untrusted: a request whose header or status byte is
+ * missing, whose data is not a whole number of sectors or runs past the
+ * end of the image, or that writes to a read-only device completes with
+ * VIRTIO_BLK_S_IOERR (an unknown type with VIRTIO_BLK_S_UNSUPP), and the
+ * device goes on serving.  A chain too malformed to pop breaks its ring
+ * (aioloop/vhost.h).
+ */
+#ifndef AIOLOOP_VHOST_BLK_H
+#define AIOLOOP_VHOST_BLK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "aioloop/loop.h"
+#include "aioloop/vhost.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** A vhost-user-blk device serving one image file. */
+typedef struct aiol_vhost_blk aiol_vhost_blk;
+
+/** Options of aiol_vhost_blk_new(). */
+typedef struct aiol_vhost_blk_opts {
+    unsigned num_queues; /**< 1..64 */
+    bool read_only;      /**< offer VIRTIO_BLK_F_RO, refuse writes */
+    const char *serial;  /**< GET_ID answer (at most 20 bytes kept);
+                              NULL: "aioloop" */
+} aiol_vhost_blk_opts;
+
+/** What the device did (loop's thread). */
+typedef struct aiol_vhost_blk_stats {
+    uint64_t reads, writes, flushes, discards, get_ids;
+    uint64_t ioerr;   /**< requests completed with VIRTIO_BLK_S_IOERR */
+    uint64_t unsupp;  /**< requests completed with VIRTIO_BLK_S_UNSUPP */
+} aiol_vhost_blk_stats;
+
+/**
+ * Creates a device on @p loop serving the open file @p fd (not closed by
+ * the device; its size, rounded down to 512 bytes, is the capacity).
+ * Listen or adopt a frontend through aiol_vhost_blk_dev().
+ * @return 0; -EINVAL for bad options; fstat() errors; -ENOMEM.
+ */
+int aiol_vhost_blk_new(aiol_loop *loop, int fd,
+                       const aiol_vhost_blk_opts *opts,
+                       aiol_vhost_blk **out);
+
+/** The vhost-user device underneath (to listen, adopt, read stats). */
+aiol_vhost_dev *aiol_vhost_blk_dev(aiol_vhost_blk *blk);
+
+/** Copies the device's counters into @p out. */
+void aiol_vhost_blk_get_stats(const aiol_vhost_blk *blk,
+                              aiol_vhost_blk_stats *out);
+
+/** Frees the device (disconnecting the frontend).  Loop's thread. */
+void aiol_vhost_blk_free(aiol_vhost_blk *blk);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* AIOLOOP_VHOST_BLK_H */

@@ -1,0 +1,292 @@
+/*
+ * test_vhost_blk.c - the vhost-user-blk device (aioloop/vhost-blk.h)
+ * driven by the test frontend: data round trips through split headers
+ * and split data, flush, get-id, discard, and a guest's bad requests,
+ * each answered with a status and followed by a request that works.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+
+#include <linux/virtio_blk.h>
+
+#include "aioloop/vhost-blk.h"
+#include "vhtest.h"
+
+#define IMG_SECTORS 64
+
+typedef struct bt {
+    aiol_loop *loop;
+    aiol_vhost_blk *blk;
+    vfe f;
+    int fd;
+    char dir[64], path[96], img[96];
+} bt;
+
+static void bt_pump(void *opaque)
+{
+    aiol_loop_poll(((bt *)opaque)->loop, false);
+}
+
+static void bt_start(bt *t, bool read_only)
+{
+    aiol_vhost_blk_opts o = { .num_queues = 2, .read_only = read_only,
+                              .serial = "serial-0123456789abcdefXX" };
+
+    memset(t, 0, sizeof(*t));
+    t->f.sock = -1;
+    snprintf(t->dir, sizeof(t->dir), "/tmp/aiol-vblk-XXXXXX");
+    assert_non_null(mkdtemp(t->dir));
+    snprintf(t->path, sizeof(t->path), "%s/sock", t->dir);
+    snprintf(t->img, sizeof(t->img), "%s/img", t->dir);
+    t->fd = open(t->img, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(t->fd >= 0);
+    assert_int_equal(ftruncate(t->fd, IMG_SECTORS * 512 + 100), 0);
+    assert_int_equal(aiol_loop_new(&t->loop, NULL), 0);
+    assert_int_equal(aiol_vhost_blk_new(t->loop, t->fd, &o, &t->blk), 0);
+    assert_int_equal(aiol_vhost_dev_listen(aiol_vhost_blk_dev(t->blk),
+                                           t->path), 0);
+    assert_int_equal(vfe_connect(&t->f, t->path, bt_pump, t), 0);
+    assert_int_equal(vfe_negotiate(&t->f, VT_ALL_FEATURES, VT_ALL_PROTOCOL),
+                     0);
+    assert_int_equal(vfe_mem_create(&t->f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_set_mem_table(&t->f, false), 0);
+    assert_int_equal(vfe_vq_setup(&t->f, 0, VT_RING, false), 0);
+}
+
+static void bt_stop(bt *t)
+{
+    vfe_close(&t->f);
+    aiol_vhost_blk_free(t->blk);
+    aiol_loop_free(t->loop);
+    close(t->fd);
+    unlink(t->img);
+    unlink(t->path);
+    rmdir(t->dir);
+}
+
+/*
+ * One request: a header (split 7 + 9 bytes), @len bytes of data in
+ * @pieces descriptors (device-writable with @in), a status byte.  Returns
+ * the status; *used gets the used length.  @hdr_len < 16 sends a short
+ * header.
+ */
+static int req(bt *t, uint32_t type, uint64_t sector, void *data,
+               uint32_t len, bool in, unsigned pieces, uint32_t hdr_len,
+               uint32_t *used)
+{
+    vfe *f = &t->f;
+    struct virtio_blk_outhdr h = { .type = type, .sector = sector };
+    vfe_buf bufs[12];
+    unsigned n = 0;
+    uint64_t hg = vfe_alloc(f, 1, sizeof(h), 1), dg = 0, sg;
+    uint32_t id, at = 0;
+    uint8_t *status;
+
+    assert_true(pieces >= 1 && pieces <= 8);
+    memcpy(vfe_gpa(f, hg), &h, sizeof(h));
+    if (hdr_len >= 7) {
+        bufs[n++] = (vfe_buf){ hg, 7, false };
+        bufs[n++] = (vfe_buf){ hg + 7, hdr_len - 7, false };
+    } else if (hdr_len > 0) {
+        bufs[n++] = (vfe_buf){ hg, hdr_len, false };
+    }
+    if (len > 0) {
+        dg = vfe_alloc(f, in ? 0 : 1, len, 8);
+        assert_true(dg != UINT64_MAX);
+        if (in) {
+            memset(vfe_gpa(f, dg), 0xEE, len);
+        } else {
+            memcpy(vfe_gpa(f, dg), data, len);
+        }
+        for (unsigned p = 0; p < pieces; p++) {
+            uint32_t l = p + 1 < pieces ? len / pieces : len - at;
+
+            bufs[n++] = (vfe_buf){ dg + at, l, in };
+            at += l;
+        }
+    }
+    sg = vfe_alloc(f, 0, 1, 1);
+    status = vfe_gpa(f, sg);
+    *status = 0xAA;
+    bufs[n++] = (vfe_buf){ sg, 1, true };
+    vfe_vq_add(f, 0, bufs, n, false);
+    vfe_vq_kick(f, 0);
+    assert_int_equal(vfe_vq_wait_used(f, 0, &id, used), 0);
+    if (in && len > 0) {
+        memcpy(data, vfe_gpa(f, dg), len);
+    }
+    return *status;
+}
+
+static void pattern(uint8_t *p, size_t len, unsigned seed)
+{
+    for (size_t i = 0; i < len; i++) {
+        p[i] = (uint8_t)(i * 31 + seed);
+    }
+}
+
+static void test_blk_write_read_round_trip(void **state)
+{
+    bt t;
+    uint8_t w[8 * 512], r[8 * 512], file[8 * 512];
+    uint32_t used;
+    aiol_vhost_blk_stats st;
+
+    (void)state;
+    bt_start(&t, false);
+    assert_true(t.f.features & (1ull << VIRTIO_BLK_F_FLUSH));
+    assert_true(t.f.features & (1ull << VIRTIO_BLK_F_DISCARD));
+    pattern(w, sizeof(w), 5);
+    assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 3, w, sizeof(w), false, 3, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    assert_int_equal(used, 1);
+    assert_int_equal(pread(t.fd, file, sizeof(file), 3 * 512),
+                     (ssize_t)sizeof(file));
+    assert_memory_equal(file, w, sizeof(w));
+    assert_int_equal(req(&t, VIRTIO_BLK_T_IN, 3, r, sizeof(r), true, 5, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    assert_int_equal(used, sizeof(r) + 1);
+    assert_memory_equal(r, w, sizeof(w));
+    /* the last whole sector, one 512-byte piece */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_IN, IMG_SECTORS - 1, r, 512, true,
+                         1, 16, &used), VIRTIO_BLK_S_OK);
+    assert_int_equal(req(&t, VIRTIO_BLK_T_FLUSH, 0, NULL, 0, false, 1, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    aiol_vhost_blk_get_stats(t.blk, &st);
+    assert_int_equal(st.writes, 1);
+    assert_int_equal(st.reads, 2);
+    assert_int_equal(st.flushes, 1);
+    assert_int_equal(st.ioerr + st.unsupp, 0);
+    bt_stop(&t);
+}
+
+static void test_blk_get_id_and_discard(void **state)
+{
+    bt t;
+    uint8_t id[32], w[4 * 512], r[4 * 512], zero[2 * 512] = {0};
+    uint32_t used;
+    int s;
+
+    (void)state;
+    bt_start(&t, false);
+    assert_int_equal(req(&t, VIRTIO_BLK_T_GET_ID, 0, id, 20, true, 2, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    assert_int_equal(used, 21);
+    assert_memory_equal(id, "serial-0123456789abc", 20); /* 20 bytes kept */
+
+    pattern(w, sizeof(w), 9);
+    assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 8, w, sizeof(w), false, 1, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    {
+        struct virtio_blk_discard_write_zeroes d = { .sector = 9,
+                                                     .num_sectors = 2 };
+
+        s = req(&t, VIRTIO_BLK_T_DISCARD, 0, &d, sizeof(d), false, 1, 16,
+                &used);
+    }
+    assert_true(s == VIRTIO_BLK_S_OK || s == VIRTIO_BLK_S_UNSUPP);
+    assert_int_equal(req(&t, VIRTIO_BLK_T_IN, 8, r, sizeof(r), true, 2, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    assert_memory_equal(r, w, 512);                  /* sector 8 kept */
+    if (s == VIRTIO_BLK_S_OK) {
+        assert_memory_equal(r + 512, zero, 2 * 512); /* 9, 10 punched */
+    }
+    assert_memory_equal(r + 3 * 512, w + 3 * 512, 512); /* 11 kept */
+    bt_stop(&t);
+}
+
+static void test_blk_bad_requests_get_a_status(void **state)
+{
+    bt t;
+    uint8_t buf[1024];
+    uint32_t used;
+    aiol_vhost_blk_stats st;
+
+    (void)state;
+    bt_start(&t, false);
+    pattern(buf, sizeof(buf), 1);
+    /* past the end (64 sectors; the 100-byte tail is not a sector) */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_IN, IMG_SECTORS - 1, buf, 1024,
+                         true, 2, 16, &used), VIRTIO_BLK_S_IOERR);
+    assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, UINT64_MAX - 1, buf, 512,
+                         false, 1, 16, &used), VIRTIO_BLK_S_IOERR);
+    /* a write just past the last sector would grow the file */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, IMG_SECTORS, buf, 512,
+                         false, 1, 16, &used), VIRTIO_BLK_S_IOERR);
+    {
+        struct stat sb;
+
+        assert_int_equal(fstat(t.fd, &sb), 0);
+        assert_int_equal(sb.st_size, IMG_SECTORS * 512 + 100);
+    }
+    /* not whole sectors */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 0, buf, 100, false, 1, 16,
+                         &used), VIRTIO_BLK_S_IOERR);
+    /* a short header */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_IN, 0, buf, 512, true, 1, 12,
+                         &used), VIRTIO_BLK_S_IOERR);
+    /* no header at all */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_IN, 0, buf, 512, true, 1, 0,
+                         &used), VIRTIO_BLK_S_IOERR);
+    /* an unknown type */
+    assert_int_equal(req(&t, 77, 0, NULL, 0, false, 1, 16, &used),
+                     VIRTIO_BLK_S_UNSUPP);
+    /* a discard of two segments (max_discard_seg is 1) */
+    {
+        struct virtio_blk_discard_write_zeroes d[2] = {
+            { .sector = 0, .num_sectors = 1 }, { .sector = 2, .num_sectors = 1 },
+        };
+
+        assert_int_equal(req(&t, VIRTIO_BLK_T_DISCARD, 0, d, sizeof(d),
+                             false, 1, 16, &used), VIRTIO_BLK_S_IOERR);
+    }
+    aiol_vhost_blk_get_stats(t.blk, &st);
+    assert_int_equal(st.ioerr, 7);
+    assert_int_equal(st.unsupp, 1);
+    /* and the device goes on serving */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 1, buf, 512, false, 1, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    assert_true(aiol_vhost_dev_connected(aiol_vhost_blk_dev(t.blk)));
+    bt_stop(&t);
+}
+
+static void test_blk_read_only(void **state)
+{
+    bt t;
+    uint8_t buf[512], file[512];
+    uint32_t used;
+
+    (void)state;
+    bt_start(&t, true);
+    assert_true(t.f.features & (1ull << VIRTIO_BLK_F_RO));
+    assert_false(t.f.features & (1ull << VIRTIO_BLK_F_DISCARD));
+    assert_int_equal(pread(t.fd, file, 512, 0), 512);
+    pattern(buf, sizeof(buf), 3);
+    assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 0, buf, 512, false, 1, 16,
+                         &used), VIRTIO_BLK_S_IOERR);
+    assert_int_equal(pread(t.fd, buf, 512, 0), 512);
+    assert_memory_equal(buf, file, 512);             /* untouched */
+    assert_int_equal(req(&t, VIRTIO_BLK_T_IN, 0, buf, 512, true, 1, 16,
+                         &used), VIRTIO_BLK_S_OK);
+    bt_stop(&t);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_blk_write_read_round_trip),
+        cmocka_unit_test(test_blk_get_id_and_discard),
+        cmocka_unit_test(test_blk_bad_requests_get_a_status),
+        cmocka_unit_test(test_blk_read_only),
+    };
+
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
