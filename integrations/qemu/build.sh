@@ -65,21 +65,9 @@ libgnutls28-dev libtasn1-6-dev"
 t_start=$(date +%s)
 stamp() { echo "build.sh: [$(( $(date +%s) - t_start ))s] $*"; }
 
-missing=$(for p in $QEMU_DEB_PKGS; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' || echo "$p"
-done)
-if [ -n "$missing" ]; then
-    missing=$(echo "$missing" | tr '\n' ' ')
-    if [ "$(id -u)" = 0 ]; then
-        stamp "installing $missing"
-        apt-get update -qq
-        # shellcheck disable=SC2086  # one word per package
-        DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $missing >/dev/null
-    else
-        echo "build.sh: missing packages; run as root: apt-get install -y $missing" >&2
-        exit 1
-    fi
-fi
+. "$here/pkgs.sh"
+# shellcheck disable=SC2086  # one word per package
+pkgs_install build.sh $QEMU_DEB_PKGS
 
 # ---------------------------------------------------------------------------
 # 2. Source.

@@ -60,16 +60,8 @@ imgdir=${GUEST_IMGDIR:-/dev/shm}
 
 # ---------------------------------------------------------------------------
 # 1. Packages: firmware for the fork's binary, and the guest's parts.
-need=()
-for p in seabios qemu-system-data; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
-        need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || { echo "guest-test.sh: run as root: apt-get install ${need[*]}" >&2; exit 1; }
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+. "$here/pkgs.sh"
+pkgs_install guest-test.sh seabios qemu-system-data
 
 # The kernel package the cloud metapackage points at today.
 kernel_pkg() {

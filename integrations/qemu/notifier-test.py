@@ -105,13 +105,20 @@ def start_costs_one_commit(qemu, name, queues, vhost=False, starts=1):
         t.close()
 
 
+def started(qemu, name, queues):
+    """A fork QEMU whose one virtio-blk device (@queues queues) a driver
+    has started; the start's ioctls are already consumed."""
+    t = Traced(qemu, nb.Case(name, 1, queues))
+    d = t.devs[0]
+    d.setup(queues)
+    d.driver_ok()
+    t.ioctls()
+    return t, d
+
+
 def retarget_burst(qemu, queues=64):
-    t = Traced(qemu, nb.Case("retarget", 1, queues))
+    t, d = started(qemu, "retarget", queues)
     try:
-        d = t.devs[0]
-        d.setup(queues)
-        d.driver_ok()
-        t.ioctls()
         lines = 3 * queues
         reads = (lines * len("writel 0xe0000000 0x0\n") + 1023) // 1024 + 1
         d.retarget(range(1, queues + 1), 0x40)
@@ -134,12 +141,8 @@ def retarget_burst(qemu, queues=64):
 
 
 def masked_again_and_reset_while_queued(qemu, queues=8):
-    t = Traced(qemu, nb.Case("cancel", 1, queues))
+    t, d = started(qemu, "cancel", queues)
     try:
-        d = t.devs[0]
-        d.setup(queues)
-        d.driver_ok()
-        t.ioctls()
         e = d.msix_table + 16 * 1
         # vector 1: retargeted, unmasked and masked again in one iteration
         t.q.pipeline(["writel 0x%x 0x1" % (e + 12), "writel 0x%x 0x77" % (e + 8),

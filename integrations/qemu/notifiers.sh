@@ -15,16 +15,8 @@ mode=${1:?usage: notifiers.sh test|bench [WORKDIR] [ARGS...]}
 work=${2:-$here/../../build-qemu}
 shift $(( $# >= 2 ? 2 : 1 ))
 
-need=()
-for p in strace qemu-system-common seabios qemu-system-data; do
-    dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q '^install ok installed' ||
-        need+=("$p")
-done
-if [ ${#need[@]} -gt 0 ]; then
-    [ "$(id -u)" = 0 ] || { echo "notifiers.sh: run as root: apt-get install ${need[*]}" >&2; exit 1; }
-    apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
-fi
+. "$here/pkgs.sh"
+pkgs_install notifiers.sh strace qemu-system-common seabios qemu-system-data
 
 rc=0
 case $mode in

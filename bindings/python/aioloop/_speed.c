@@ -440,12 +440,8 @@ static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
         aiol__py_core_owned(c, "poll") < 0) {
         return NULL;
     }
-    if ((nargs > 0 || kwnames != NULL) &&
-        poll_args(args, nargs, kwnames, &blocking, &timeout) < 0) {
+    if (poll_args(args, nargs, kwnames, &blocking, &timeout) < 0) {
         return NULL;
-    }
-    if (nargs == 0 && kwnames == NULL) {
-        blocking = timeout = NULL;
     }
     deadline = poll_deadline(blocking, timeout);
     if (deadline < 0) {
