@@ -61,7 +61,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # backend, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers
+check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest
 	@echo "make check: all suites passed"
 
 check-gcc: all
@@ -173,6 +173,12 @@ check-guest: qemu
 # says so and passes where /dev/kvm is missing.
 check-notifiers: qemu
 	integrations/qemu/notifiers.sh test $(QEMU_WORK)
+
+# QEMU's own qtests for the devices the series changes (virtio-blk-pci with
+# the series' multiqueue tests, one under -accel kvm -S, vhost-user-blk-pci
+# against qemu-storage-daemon, vhost-user-net), on the fork.
+check-qtest: qemu
+	integrations/qemu/qtest.sh $(QEMU_WORK)
 
 # Device start and stop cost, stock QEMU 7.2 against the fork, on real
 # KVM (qtest, -accel kvm -S): DRIVER_OK time and KVM ioctl counts.

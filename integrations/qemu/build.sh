@@ -8,7 +8,8 @@
 #   --both   both of them (the default)
 # What is built:
 #   --tests-only  what `meson test --suite unit` needs, and nothing else (default)
-#   --all         that, plus qemu-system-x86_64, qemu-img and qemu-io
+#   --all         that, plus qemu-system-x86_64, qemu-img, qemu-io and the
+#                 qtest binary qos-test (qtest.sh runs it)
 # WORKDIR defaults to <repo>/build-qemu (git-ignored by /build-*/).
 #
 # Steps: install missing Debian build dependencies (as root), fetch and
@@ -258,7 +259,7 @@ build_variant() {
     local goals
     mapfile -t goals < <(unit_targets "$bld")
     [ ${#goals[@]} -gt 0 ] || { echo "build.sh: no unit tests found in $bld" >&2; exit 1; }
-    [ "$what" = all ] && goals+=(qemu-system-x86_64 qemu-img qemu-io)
+    [ "$what" = all ] && goals+=(qemu-system-x86_64 qemu-img qemu-io tests/qtest/qos-test)
 
     t0=$(date +%s)
     stamp "building $v: ${#goals[@]} ninja targets ($what), -j$jobs"
