@@ -18,6 +18,7 @@
 #include <linux/virtio_blk.h>
 
 #include "aioloop/vhost-blk.h"
+#include "vblk.h"
 #include "vhtest.h"
 
 #define IMG_SECTORS 64
@@ -72,65 +73,13 @@ static void bt_stop(bt *t)
     rmdir(t->dir);
 }
 
-/*
- * One request: a header (split 7 + 9 bytes), @len bytes of data in
- * @pieces descriptors (device-writable with @in), a status byte.  Returns
- * the status; *used gets the used length.  @hdr_len < 16 sends a short
- * header.
- */
+/* A request on queue 0 (vblk_req()). */
 static int req(bt *t, uint32_t type, uint64_t sector, void *data,
                uint32_t len, bool in, unsigned pieces, uint32_t hdr_len,
                uint32_t *used)
 {
-    vfe *f = &t->f;
-    struct virtio_blk_outhdr h = { .type = type, .sector = sector };
-    vfe_buf bufs[12];
-    unsigned n = 0;
-    uint64_t hg = vfe_alloc(f, 1, sizeof(h), 1), dg = 0, sg;
-    uint32_t id, at = 0;
-    uint8_t *status;
-
-    assert_true(pieces >= 1 && pieces <= 8);
-    memcpy(vfe_gpa(f, hg), &h, sizeof(h));
-    if (hdr_len >= 7) {
-        bufs[n++] = (vfe_buf){ hg, 7, false };
-        bufs[n++] = (vfe_buf){ hg + 7, hdr_len - 7, false };
-    } else if (hdr_len > 0) {
-        bufs[n++] = (vfe_buf){ hg, hdr_len, false };
-    }
-    if (len > 0) {
-        dg = vfe_alloc(f, in ? 0 : 1, len, 8);
-        assert_true(dg != UINT64_MAX);
-        if (in) {
-            memset(vfe_gpa(f, dg), 0xEE, len);
-        } else {
-            memcpy(vfe_gpa(f, dg), data, len);
-        }
-        for (unsigned p = 0; p < pieces; p++) {
-            uint32_t l = p + 1 < pieces ? len / pieces : len - at;
-
-            bufs[n++] = (vfe_buf){ dg + at, l, in };
-            at += l;
-        }
-    }
-    sg = vfe_alloc(f, 0, 1, 1);
-    status = vfe_gpa(f, sg);
-    *status = 0xAA;
-    bufs[n++] = (vfe_buf){ sg, 1, true };
-    vfe_vq_add(f, 0, bufs, n, false);
-    vfe_vq_kick(f, 0);
-    assert_int_equal(vfe_vq_wait_used(f, 0, &id, used), 0);
-    if (in && len > 0) {
-        memcpy(data, vfe_gpa(f, dg), len);
-    }
-    return *status;
-}
-
-static void pattern(uint8_t *p, size_t len, unsigned seed)
-{
-    for (size_t i = 0; i < len; i++) {
-        p[i] = (uint8_t)(i * 31 + seed);
-    }
+    return vblk_req(&t->f, 0, type, sector, data, len, in, pieces, hdr_len,
+                    used);
 }
 
 static void test_blk_write_read_round_trip(void **state)
@@ -144,7 +93,7 @@ static void test_blk_write_read_round_trip(void **state)
     bt_start(&t, false);
     assert_true(t.f.features & (1ull << VIRTIO_BLK_F_FLUSH));
     assert_true(t.f.features & (1ull << VIRTIO_BLK_F_DISCARD));
-    pattern(w, sizeof(w), 5);
+    vblk_pattern(w, sizeof(w), 5);
     assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 3, w, sizeof(w), false, 3, 16,
                          &used), VIRTIO_BLK_S_OK);
     assert_int_equal(used, 1);
@@ -182,7 +131,7 @@ static void test_blk_get_id_and_discard(void **state)
     assert_int_equal(used, 21);
     assert_memory_equal(id, "serial-0123456789abc", 20); /* 20 bytes kept */
 
-    pattern(w, sizeof(w), 9);
+    vblk_pattern(w, sizeof(w), 9);
     assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 8, w, sizeof(w), false, 1, 16,
                          &used), VIRTIO_BLK_S_OK);
     {
@@ -212,7 +161,7 @@ static void test_blk_bad_requests_get_a_status(void **state)
 
     (void)state;
     bt_start(&t, false);
-    pattern(buf, sizeof(buf), 1);
+    vblk_pattern(buf, sizeof(buf), 1);
     /* past the end (64 sectors; the 100-byte tail is not a sector) */
     assert_int_equal(req(&t, VIRTIO_BLK_T_IN, IMG_SECTORS - 1, buf, 1024,
                          true, 2, 16, &used), VIRTIO_BLK_S_IOERR);
@@ -269,7 +218,7 @@ static void test_blk_read_only(void **state)
     assert_true(t.f.features & (1ull << VIRTIO_BLK_F_RO));
     assert_false(t.f.features & (1ull << VIRTIO_BLK_F_DISCARD));
     assert_int_equal(pread(t.fd, file, 512, 0), 512);
-    pattern(buf, sizeof(buf), 3);
+    vblk_pattern(buf, sizeof(buf), 3);
     assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 0, buf, 512, false, 1, 16,
                          &used), VIRTIO_BLK_S_IOERR);
     assert_int_equal(pread(t.fd, buf, 512, 0), 512);
