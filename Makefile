@@ -28,7 +28,8 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 
 .PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench bench-python clean \
         fuzz check-fuzz fuzz-afl \
-        qemu qemu-stock check-qemu check-qemu-stock check-guest clean-qemu \
+        qemu qemu-stock check-qemu check-qemu-stock check-guest check-vhost-guest \
+        check-qtest clean-qemu \
         check-notifiers bench-notifiers bench-vmm
 
 all: deps
@@ -61,7 +62,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # backend, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest
+check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest check-vhost-guest
 	@echo "make check: all suites passed"
 
 check-gcc: all
@@ -173,6 +174,11 @@ check-guest: qemu
 # says so and passes where /dev/kvm is missing.
 check-notifiers: qemu
 	integrations/qemu/notifiers.sh test $(QEMU_WORK)
+
+# A Linux guest on Debian's QEMU 7.2 and on the fork (TCG), its disk a
+# vhost-user-blk-pci served by aioloop-vhost-blk, 1, 2 and 4 queues.
+check-vhost-guest: all qemu
+	integrations/vhost/guest-test.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU_WORK)
 
 # QEMU's own qtests for the devices the series changes (virtio-blk-pci with
 # the series' multiqueue tests, one under -accel kvm -S, vhost-user-blk-pci

@@ -60,7 +60,8 @@ if [ $ok = 1 ]; then
     for round in 0 1 2; do
         # one request at a time: the host's window grows on fast
         # completions and the guest's next request comes as it closes
-        dd if=/pattern of=/dev/vda bs=4096 count=1024 oflag=direct 2>/tmp/err ||
+        # (conv=fsync: the device sees a flush request too)
+        dd if=/pattern of=/dev/vda bs=4096 count=1024 oflag=direct conv=fsync 2>/tmp/err ||
             { echo "guest: dd w bs=4096 failed:"; cat /tmp/err; ok=0; }
         usleep $((round * 20000))
         par 65536 16 w
