@@ -674,25 +674,13 @@ unsigned aiol__uring_pending(aiol_loop *loop)
 }
 
 /*
- * Loop teardown, before anything else goes: cancels every request in
- * flight, waits until the kernel is done with each, and runs their
- * callbacks, so no buffer is written after the loop is gone.  From then
- * on submissions fail (-ESHUTDOWN), so a callback that resubmits cannot
- * leave a request that never completes.
+ * Waits until no request is in flight, running only their completion
+ * callbacks (which may submit more: waited for too).  Poll completions
+ * reaped meanwhile are not dispatched; their fds are re-armed by the next
+ * flush and, being level-triggered, report again.  Polling thread.
  */
-static void uring_quiesce(aiol_loop *loop)
+static void drain_requests(aiol_loop *loop, uring_state *s)
 {
-    uring_state *s = loop->mon_state;
-    aiol_uring_req *req;
-
-    s->closing = true;
-    if (s->npending == 0) {
-        return;
-    }
-    ring_bind(loop, s);
-    AIOL_LIST_FOREACH(req, &s->inflight, link) {
-        aiol__uring_cancel(req);
-    }
     while (s->npending != 0) {
         aiol__ready_list unused = AIOL_LIST_HEAD_INITIALIZER;
 
@@ -712,6 +700,40 @@ static void uring_quiesce(aiol_loop *loop)
         }
         uring_dispatch(loop); /* (each round: frees room in s->done) */
     }
+}
+
+int aiol__uring_drain(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+
+    if (s->npending != 0) {
+        ring_bind(loop, s);
+        drain_requests(loop, s);
+    }
+    return s->npending == 0 ? 0 : -EIO;
+}
+
+/*
+ * Loop teardown, before anything else goes: cancels every request in
+ * flight, waits until the kernel is done with each, and runs their
+ * callbacks, so no buffer is written after the loop is gone.  From then
+ * on submissions fail (-ESHUTDOWN), so a callback that resubmits cannot
+ * leave a request that never completes.
+ */
+static void uring_quiesce(aiol_loop *loop)
+{
+    uring_state *s = loop->mon_state;
+    aiol_uring_req *req;
+
+    s->closing = true;
+    if (s->npending == 0) {
+        return;
+    }
+    ring_bind(loop, s);
+    AIOL_LIST_FOREACH(req, &s->inflight, link) {
+        aiol__uring_cancel(req);
+    }
+    drain_requests(loop, s);
 }
 
 int aiol__uring_flush(aiol_loop *loop)

@@ -57,6 +57,19 @@ int aiol_uring_flush(aiol_loop *loop)
 #endif
 }
 
+int aiol_uring_drain(aiol_loop *loop)
+{
+    if (!on_uring(loop)) {
+        return -ENOTSUP;
+    }
+    aiol__assert_poller(loop);
+#ifdef AIOL_HAVE_IO_URING
+    return aiol__uring_drain(loop);
+#else
+    return -ENOTSUP;
+#endif
+}
+
 unsigned aiol_uring_pending(aiol_loop *loop)
 {
 #ifdef AIOL_HAVE_IO_URING

@@ -371,12 +371,97 @@ static void test_not_uring(void **state)
                          -ENOTSUP);
         assert_null(h);
         assert_int_equal(aiol_uring_flush(loop), -ENOTSUP);
+        assert_int_equal(aiol_uring_drain(loop), -ENOTSUP);
         assert_int_equal(aiol_uring_pending(loop), 0);
         assert_false(aiol_loop_poll(loop, false));
         assert_int_equal(r.preps + r.ndone, 0);
         aiol_loop_free(loop);
         assert_int_equal(r.ndone, 0);
     }
+}
+
+/* ---------------------------------------------------------------- drain */
+
+typedef struct drain_ctx {
+    th drainer, other;      /* eventfds: drainer's callback drains */
+    treq rd, a, b;          /* a's done submits b */
+    aiol_bh *bh;
+    int bh_runs;
+} drain_ctx;
+
+static void cb_bh_count(void *opaque) { (*(int *)opaque)++; }
+
+/* fd read callback: waits for every request, from inside a dispatch */
+static void cb_read_wait_requests(void *opaque)
+{
+    drain_ctx *c = opaque;
+
+    c->drainer.reads++;
+    tu_eventfd_drain(c->drainer.fd);
+    /* readiness and a bottom half that come while it waits */
+    tu_eventfd_signal(c->other.fd);
+    aiol_bh_schedule(c->bh);
+    assert_int_equal(aiol_uring_drain(c->drainer.loop), 0);
+    assert_int_equal(aiol_uring_pending(c->drainer.loop), 0);
+    assert_int_equal(c->rd.ndone + c->a.ndone + c->b.ndone, 3);
+    /* nothing else ran meanwhile */
+    assert_int_equal(c->other.reads, 0);
+    assert_int_equal(c->bh_runs, 0);
+}
+
+static void then_submit_peer(treq *r) { submit(r->peer); }
+
+/*
+ * aiol_uring_drain() from inside an fd handler: it runs request
+ * completions only (a's continuation submits b, which is waited for too),
+ * no other handler and no bottom half; their readiness is reported by
+ * the next poll.
+ */
+static void test_drain(void **state)
+{
+    aiol_loop *loop = uring_loop_new();
+    static char buf[16];
+    drain_ctx c;
+    tu_watchdog wd;
+    int p[2];
+
+    (void)state;
+    memset(&c, 0, sizeof(c));
+    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    assert_int_equal(aiol_uring_drain(loop), 0); /* nothing in flight */
+    blocking_pipe(p);
+    treq_init(&c.rd, loop, OP_READ, p[0], buf, sizeof(buf), 0);
+    submit(&c.rd);
+    treq_init(&c.a, loop, OP_NOP, -1, NULL, 0, 0);
+    c.a.then = then_submit_peer;
+    c.a.peer = &c.b;
+    treq_init(&c.b, loop, OP_NOP, -1, NULL, 0, 0);
+    submit(&c.a);
+    assert_int_equal(write(p[1], "drain", 5), 5);
+    th_init(&c.drainer, loop, tu_eventfd()); /* (its opaque: the ctx) */
+    assert_int_equal(aiol_fd_set(loop, c.drainer.fd, cb_read_wait_requests,
+                                 NULL, NULL, &c), 0);
+    th_add(&c.other, loop, tu_eventfd(), cb_read, NULL);
+    assert_int_equal(aiol_bh_new(loop, cb_bh_count, &c.bh_runs, &c.bh), 0);
+    tu_eventfd_signal(c.drainer.fd);
+    while (c.drainer.reads == 0) {
+        assert_true(aiol_loop_poll(loop, true));
+    }
+    assert_int_equal(c.rd.res, 5);
+    assert_int_equal(c.b.ndone, 1);
+    /* what came during the drain is not lost */
+    while (c.other.reads == 0 || c.bh_runs == 0) {
+        assert_true(aiol_loop_poll(loop, true));
+    }
+    aiol_bh_delete(c.bh);
+    th_remove(&c.drainer);
+    th_remove(&c.other);
+    close(c.drainer.fd);
+    close(c.other.fd);
+    close(p[0]);
+    close(p[1]);
+    assert_int_equal(tu_watchdog_free(&wd), 0);
+    aiol_loop_free(loop);
 }
 
 /* ---------------------------------------------------------------- flush */
@@ -714,6 +799,7 @@ int main(void)
         T(test_nested),
         T(test_free_in_flight),
         T(test_not_uring),
+        T(test_drain),
         T(test_flush),
         T(test_remove_in_flight),
         T(test_remove_in_flight_repeated),

@@ -84,6 +84,21 @@ int aiol_uring_cancel(aiol_uring_req *req);
  */
 int aiol_uring_flush(aiol_loop *loop);
 
+/**
+ * Waits until no request is in flight, running only request completion
+ * callbacks (those may submit more requests, which are waited for too):
+ * no fd handler, bottom half or timer runs, and fd readiness seen
+ * meanwhile is reported by a later poll.  For a storage device that must
+ * finish its I/O before it answers (a vhost-user GET_VRING_BASE, a memory
+ * table about to be unmapped), from inside one of the loop's callbacks,
+ * where a nested aiol_loop_poll() could re-enter the caller.  Requests
+ * are not cancelled; aiol_uring_cancel() them first to hurry them.
+ * Polling thread.
+ * @return 0; -ENOTSUP when the loop does not run on io_uring; -EIO when
+ *         the ring failed (the requests left complete at aiol_loop_free()).
+ */
+int aiol_uring_drain(aiol_loop *loop);
+
 /** Number of requests submitted whose completion callback has not run. */
 unsigned aiol_uring_pending(aiol_loop *loop);
 

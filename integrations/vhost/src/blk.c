@@ -8,9 +8,14 @@
  * Any of these may be split across descriptors at any byte, so the
  * header is gathered and the data sliced out of the chain's iovecs.
  *
- * Everything runs on the loop's thread, synchronously: preadv/pwritev,
- * fdatasync, fallocate.  A kick pops every available chain, completes
- * each, and notifies once.
+ * A kick pops every available chain and parses it into a blk_req
+ * (blk.h).  Its I/O runs in blk-io.c: on the loop's io_uring ring when
+ * the loop runs on io_uring, each completion pushing its chain and a
+ * bottom half notifying once per batch; otherwise synchronously, with one
+ * notify per kick.  Without memory for a request the chain runs
+ * synchronously, so nothing waits for memory.  Before a ring stops, guest
+ * memory is replaced or the device goes, every request on the ring is
+ * waited for (aiol_uring_drain()): none outlives the memory it points at.
  */
 #include <endian.h>
 #include <errno.h>
@@ -23,25 +28,14 @@
 
 #include <linux/virtio_blk.h>
 
-#include "aioloop/vhost-blk.h"
+#include "aioloop/uring.h"
+#include "blk.h"
 #include "internal.h"
 
-#define SECTOR 512u
-#define HDR_LEN 16u      /* struct virtio_blk_outhdr */
-#define ID_LEN 20u       /* VIRTIO_BLK_ID_BYTES */
-#define SEG_MAX 126u     /* data segments a request may have (config) */
-
-struct aiol_vhost_blk {
-    aiol_vhost_dev *dev;
-    int fd;                    /* the image; not ours to close */
-    uint64_t sectors;          /* capacity */
-    bool read_only;
-    unsigned num_queues;
-    char serial[ID_LEN];
-    aiol_vhost_blk_stats st;   /* loop's thread */
-    struct iovec *iov;         /* a popped chain: AIOL_VHOST_MAX_RING */
-    struct iovec data[SEG_MAX + 2]; /* the data part of it */
-};
+#define SECTOR BLK_SECTOR
+#define HDR_LEN BLK_HDR_LEN
+#define ID_LEN BLK_ID_LEN
+#define SEG_MAX BLK_SEG_MAX
 
 /* ------------------------------------------------------------ iovecs */
 
@@ -96,38 +90,6 @@ static int iov_slice(const struct iovec *iov, unsigned n, uint64_t off,
     return (int)k;
 }
 
-/* preadv/pwritev until all of @len moved; 0 or -errno (-EIO if short). */
-static int do_io(int fd, struct iovec *v, int n, uint64_t off, uint64_t len,
-                 bool write)
-{
-    while (len > 0) {
-        ssize_t r = write ? pwritev(fd, v, n, (off_t)off)
-                          : preadv(fd, v, n, (off_t)off);
-
-        if (r < 0 && errno == EINTR) {
-            continue;
-        }
-        if (r < 0) {
-            return -errno;
-        }
-        if (r == 0) {
-            return -EIO; /* the file shrank under us */
-        }
-        off += (uint64_t)r;
-        len -= (uint64_t)r;
-        while (n > 0 && (size_t)r >= v->iov_len) {
-            r -= (ssize_t)v->iov_len;
-            v++;
-            n--;
-        }
-        if (n > 0) {
-            v->iov_base = (uint8_t *)v->iov_base + r;
-            v->iov_len -= (size_t)r;
-        }
-    }
-    return 0;
-}
-
 /* ---------------------------------------------------------- requests */
 
 static bool in_range(const aiol_vhost_blk *b, uint64_t sector,
@@ -136,9 +98,9 @@ static bool in_range(const aiol_vhost_blk *b, uint64_t sector,
     return sector <= b->sectors && nsect <= b->sectors - sector;
 }
 
-/* Runs the data part of a read or write; a VIRTIO_BLK_S_* status. */
-static uint8_t rw(aiol_vhost_blk *b, const aiol_vhost_elem *e,
-                  uint64_t sector, bool write, uint64_t *written)
+/* Plans a read or write; the status if it cannot run (else op set). */
+static uint8_t plan_rw(aiol_vhost_blk *b, const aiol_vhost_elem *e,
+                       uint64_t sector, bool write, blk_req *r)
 {
     uint64_t len = write ? e->out_len - HDR_LEN : e->in_len - 1;
     const struct iovec *base = write ? e->iov : e->iov + e->out_num;
@@ -151,18 +113,23 @@ static uint8_t rw(aiol_vhost_blk *b, const aiol_vhost_elem *e,
     if (len % SECTOR != 0 || !in_range(b, sector, len / SECTOR)) {
         return VIRTIO_BLK_S_IOERR;
     }
-    k = iov_slice(base, n, write ? HDR_LEN : 0, len, b->data, SEG_MAX + 2);
-    if (k < 0 || (len > 0 &&
-                  do_io(b->fd, b->data, k, sector * SECTOR, len, write) < 0)) {
+    k = iov_slice(base, n, write ? HDR_LEN : 0, len, r->iov, SEG_MAX + 2);
+    if (k < 0) {
         return VIRTIO_BLK_S_IOERR;
     }
-    if (!write) {
-        *written = len;
+    if (len == 0) {
+        return VIRTIO_BLK_S_OK;
     }
+    r->op = write ? BLK_OP_WRITE : BLK_OP_READ;
+    r->niov = k;
+    r->off = sector * SECTOR;
+    r->len = len;
+    r->written = write ? 0 : (uint32_t)len;
     return VIRTIO_BLK_S_OK;
 }
 
-static uint8_t discard(aiol_vhost_blk *b, const aiol_vhost_elem *e)
+static uint8_t plan_discard(aiol_vhost_blk *b, const aiol_vhost_elem *e,
+                            blk_req *r)
 {
     struct virtio_blk_discard_write_zeroes seg;
     uint64_t sector, nsect;
@@ -181,81 +148,157 @@ static uint8_t discard(aiol_vhost_blk *b, const aiol_vhost_elem *e)
         !in_range(b, sector, nsect)) {
         return VIRTIO_BLK_S_IOERR;
     }
-    if (nsect > 0 &&
-        fallocate(b->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                  (off_t)(sector * SECTOR), (off_t)(nsect * SECTOR)) < 0) {
-        return errno == EOPNOTSUPP ? VIRTIO_BLK_S_UNSUPP : VIRTIO_BLK_S_IOERR;
-    }
+    r->op = BLK_OP_DISCARD;
+    r->off = sector * SECTOR;
+    r->len = nsect * SECTOR;
     return VIRTIO_BLK_S_OK;
 }
 
-/* Serves one popped chain; returns the bytes written into it. */
-static uint32_t serve(aiol_vhost_blk *b, const aiol_vhost_elem *e)
+static uint8_t get_id(aiol_vhost_blk *b, const aiol_vhost_elem *e,
+                      blk_req *r)
+{
+    uint64_t room = e->in_len - 1;
+    size_t n = room < ID_LEN ? (size_t)room : ID_LEN, at = 0;
+    int k = iov_slice(e->iov + e->out_num, e->in_num, 0, n, r->iov,
+                      SEG_MAX + 2);
+
+    for (int i = 0; i < k; i++) {
+        memcpy(r->iov[i].iov_base, b->serial + at, r->iov[i].iov_len);
+        at += r->iov[i].iov_len;
+    }
+    r->written = (uint32_t)at;
+    return k < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
+}
+
+/*
+ * Parses the popped chain @e into @r: either an I/O to run (r->op) or a
+ * status decided now (op NONE, r->status).  Counts the request.
+ */
+static void parse(aiol_vhost_blk *b, aiol_vhost_vq *vq,
+                  const aiol_vhost_elem *e, blk_req *r)
 {
     struct virtio_blk_outhdr h;
     const struct iovec *last;
-    uint64_t written = 0;
-    uint8_t status, *status_p;
 
+    r->b = b;
+    r->vq = vq;
+    r->elem = *e;
+    r->elem.iov = NULL; /* (b->iov is reused by the next pop) */
+    r->op = BLK_OP_NONE;
+    r->status = VIRTIO_BLK_S_IOERR;
+    r->status_p = NULL;
+    r->written = 0;
     if (e->in_num == 0 || e->in_len < 1) {
-        /* no status byte to answer in: nothing to write */
-        b->st.ioerr++;
-        return 0;
+        return; /* no status byte to answer in: nothing to write */
     }
     last = &e->iov[e->out_num + e->in_num - 1];
     if (last->iov_len == 0) {
-        b->st.ioerr++;
-        return 0;
+        return;
     }
-    status_p = (uint8_t *)last->iov_base + last->iov_len - 1;
+    r->status_p = (uint8_t *)last->iov_base + last->iov_len - 1;
     if (e->out_len < HDR_LEN ||
         !iov_read(e->iov, e->out_num, 0, &h, sizeof(h))) {
-        status = VIRTIO_BLK_S_IOERR;
-    } else {
-        switch (le32toh(h.type)) {
-        case VIRTIO_BLK_T_IN:
-            b->st.reads++;
-            status = rw(b, e, le64toh(h.sector), false, &written);
-            break;
-        case VIRTIO_BLK_T_OUT:
-            b->st.writes++;
-            status = rw(b, e, le64toh(h.sector), true, &written);
-            break;
-        case VIRTIO_BLK_T_FLUSH:
-            b->st.flushes++;
-            status = fdatasync(b->fd) == 0 ? VIRTIO_BLK_S_OK
-                                           : VIRTIO_BLK_S_IOERR;
-            break;
-        case VIRTIO_BLK_T_GET_ID: {
-            uint64_t room = e->in_len - 1;
-            size_t n = room < ID_LEN ? (size_t)room : ID_LEN;
-            int k = iov_slice(e->iov + e->out_num, e->in_num, 0, n, b->data,
-                              SEG_MAX + 2);
-            size_t at = 0;
-
-            b->st.get_ids++;
-            for (int i = 0; i < k; i++) {
-                memcpy(b->data[i].iov_base, b->serial + at,
-                       b->data[i].iov_len);
-                at += b->data[i].iov_len;
-            }
-            written = at;
-            status = k < 0 ? VIRTIO_BLK_S_IOERR : VIRTIO_BLK_S_OK;
-            break;
-        }
-        case VIRTIO_BLK_T_DISCARD:
-            b->st.discards++;
-            status = discard(b, e);
-            break;
-        default:
-            status = VIRTIO_BLK_S_UNSUPP;
-            break;
-        }
+        return;
     }
-    b->st.ioerr += status == VIRTIO_BLK_S_IOERR;
-    b->st.unsupp += status == VIRTIO_BLK_S_UNSUPP;
-    *status_p = status;
-    return (uint32_t)(written + 1);
+    switch (le32toh(h.type)) {
+    case VIRTIO_BLK_T_IN:
+        b->st.reads++;
+        r->status = plan_rw(b, e, le64toh(h.sector), false, r);
+        break;
+    case VIRTIO_BLK_T_OUT:
+        b->st.writes++;
+        r->status = plan_rw(b, e, le64toh(h.sector), true, r);
+        break;
+    case VIRTIO_BLK_T_FLUSH:
+        b->st.flushes++;
+        r->op = BLK_OP_FLUSH;
+        r->status = VIRTIO_BLK_S_OK;
+        break;
+    case VIRTIO_BLK_T_GET_ID:
+        b->st.get_ids++;
+        r->status = get_id(b, e, r);
+        break;
+    case VIRTIO_BLK_T_DISCARD:
+        b->st.discards++;
+        r->status = plan_discard(b, e, r);
+        break;
+    default:
+        r->status = VIRTIO_BLK_S_UNSUPP;
+        break;
+    }
+    if (r->status != VIRTIO_BLK_S_OK) {
+        r->op = BLK_OP_NONE;
+    }
+}
+
+void aiol__vblk_finish(blk_req *r, uint8_t status)
+{
+    aiol_vhost_blk *b = r->b;
+
+    if (r->status_p == NULL) {
+        b->st.ioerr++;
+        aiol_vhost_vq_push(r->vq, &r->elem, 0);
+    } else {
+        b->st.ioerr += status == VIRTIO_BLK_S_IOERR;
+        b->st.unsupp += status == VIRTIO_BLK_S_UNSUPP;
+        *r->status_p = status;
+        aiol_vhost_vq_push(r->vq, &r->elem, r->written + 1);
+    }
+    if (r != &b->sync_req) {
+        /* a completion from the ring: notify with the rest of its batch */
+        b->notify_due |= 1ull << aiol_vhost_vq_index(r->vq);
+        aiol_bh_schedule(b->notify_bh);
+        r->next_free = b->free_reqs;
+        b->free_reqs = r;
+    }
+}
+
+/* Notifies every queue a completion pushed to since it last notified. */
+static void notify_due(void *opaque)
+{
+    aiol_vhost_blk *b = opaque;
+
+    while (b->notify_due != 0) {
+        unsigned q = (unsigned)__builtin_ctzll(b->notify_due);
+
+        b->notify_due &= b->notify_due - 1;
+        aiol_vhost_vq_notify(aiol_vhost_dev_vq(b->dev, q));
+    }
+}
+
+/* A request for the ring: recycled, new, or NULL (run synchronously). */
+static blk_req *req_get(aiol_vhost_blk *b)
+{
+    blk_req *r = b->free_reqs;
+
+    if (!b->uring) {
+        return NULL;
+    }
+    if (r != NULL) {
+        b->free_reqs = r->next_free;
+        return r;
+    }
+    return malloc(sizeof(*r));
+}
+
+static void req_put(aiol_vhost_blk *b, blk_req *r)
+{
+    if (r != NULL) {
+        r->next_free = b->free_reqs;
+        b->free_reqs = r;
+    }
+}
+
+/* Waits for every request on the ring and notifies what they pushed. */
+static void drain(void *opaque)
+{
+    aiol_vhost_blk *b = opaque;
+
+    if (b->inflight > 0) {
+        /* (-EIO, a broken ring: aiol_loop_free() completes the rest) */
+        (void)aiol_uring_drain(b->loop);
+    }
+    notify_due(b);
 }
 
 /* ------------------------------------------------------- device ops */
@@ -311,10 +354,35 @@ static void blk_queue(void *opaque, aiol_vhost_vq *vq)
     aiol_vhost_blk *b = opaque;
     aiol_vhost_elem e = { .iov = b->iov, .iov_cap = AIOL_VHOST_MAX_RING };
 
-    while (aiol_vhost_vq_pop(vq, &e) == 1) {
-        aiol_vhost_vq_push(vq, &e, serve(b, &e));
+    for (;;) {
+        blk_req *r = req_get(b);
+
+        if (aiol_vhost_vq_pop(vq, &e) != 1) {
+            req_put(b, r);
+            break;
+        }
+        if (r == NULL) {
+            r = &b->sync_req; /* no ring, or no memory for a request */
+        }
+        parse(b, vq, &e, r);
+        if (r->op != BLK_OP_NONE && r != &b->sync_req &&
+            aiol__vblk_io_submit(r) == 0) {
+            b->st.on_ring++;
+            continue; /* on the ring: its completion pushes it */
+        }
+        if (r->op != BLK_OP_NONE) {
+            r->status = aiol__vblk_io_sync(r);
+        }
+        aiol__vblk_finish(r, r->status); /* (notified below) */
     }
     aiol_vhost_vq_notify(vq);
+}
+
+/* The ring stops: nothing of it may stay on the io_uring ring. */
+static void blk_queue_stop(void *opaque, aiol_vhost_vq *vq)
+{
+    (void)vq;
+    drain(opaque);
 }
 
 static const aiol_vhost_dev_ops blk_ops = {
@@ -322,6 +390,8 @@ static const aiol_vhost_dev_ops blk_ops = {
     .get_config = blk_get_config,
     .set_config = blk_set_config,
     .queue = blk_queue,
+    .queue_stop = blk_queue_stop,
+    .drain = drain,
 };
 
 /* --------------------------------------------------------- lifetime */
@@ -359,7 +429,15 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
 
         memcpy(b->serial, id, strnlen(id, ID_LEN)); /* (zero-padded) */
     }
-    r = aiol_vhost_dev_new(loop, &blk_ops, b, opts->num_queues, &b->dev);
+    b->loop = loop;
+    b->uring = strcmp(aiol_loop_backend(loop), "io_uring") == 0;
+    r = aiol_bh_new(loop, notify_due, b, &b->notify_bh);
+    if (r == 0) {
+        r = aiol_vhost_dev_new(loop, &blk_ops, b, opts->num_queues, &b->dev);
+        if (r < 0) {
+            aiol_bh_delete(b->notify_bh);
+        }
+    }
     if (r < 0) {
         free(b->iov);
         free(b);
@@ -387,7 +465,15 @@ void aiol_vhost_blk_free(aiol_vhost_blk *blk)
     if (blk == NULL) {
         return;
     }
-    aiol_vhost_dev_free(blk->dev);
+    aiol_vhost_dev_free(blk->dev); /* (its queues stop: drained) */
+    aiol__vhost_check(blk->inflight == 0, "requests outlive the device");
+    aiol_bh_delete(blk->notify_bh);
+    while (blk->free_reqs != NULL) {
+        blk_req *r = blk->free_reqs;
+
+        blk->free_reqs = r->next_free;
+        free(r);
+    }
     free(blk->iov);
     free(blk);
 }

@@ -127,8 +127,13 @@ static int set_mem_table(aiol_vhost_dev *dev)
         return (dev->size != 8 + dev->nfds * 32u) ? -EPROTO : r;
     }
     /* Every ring set up must translate in the new table, or it is
-     * refused as a whole; then the rings switch and the old maps go. */
+     * refused as a whole; then the rings switch and the old maps go.
+     * Chains still popped point into the old maps: the device finishes
+     * them first, or the table is refused. */
     for (unsigned i = 0; i < dev->num_queues; i++) {
+        if (dev->vqs[i].inflight > 0 && dev->ops.drain != NULL) {
+            dev->ops.drain(dev->opaque);
+        }
         if (dev->vqs[i].inflight > 0) {
             aiol__vhost_mem_unmap(&m);
             return refuse(dev, -EBUSY, "SET_MEM_TABLE: requests in flight");

@@ -114,6 +114,9 @@ static void test_blk_write_read_round_trip(void **state)
     assert_int_equal(st.reads, 2);
     assert_int_equal(st.flushes, 1);
     assert_int_equal(st.ioerr + st.unsupp, 0);
+    /* on io_uring all four ran on the loop's ring, else none */
+    assert_int_equal(st.on_ring,
+                     strcmp(aiol_loop_backend(t.loop), "io_uring") ? 0 : 4);
     bt_stop(&t);
 }
 
@@ -228,6 +231,102 @@ static void test_blk_read_only(void **state)
     bt_stop(&t);
 }
 
+/* ------------------------------------------- requests still in flight */
+
+#define NFLIGHT 4 /* (4 descriptors each: the whole 16-entry ring) */
+
+/* NFLIGHT one-sector writes kicked on queue 0, sectors 20..; one
+ * non-blocking poll runs the kick handler, which on io_uring puts them on
+ * the ring, and does not wait for them. */
+static void writes_in_flight(bt *t, uint8_t (*w)[512], vblk_pending *p)
+{
+    for (unsigned i = 0; i < NFLIGHT; i++) {
+        vblk_pattern(w[i], 512, 60 + i);
+        vblk_add(&t->f, 0, VIRTIO_BLK_T_OUT, 20 + i, w[i], 512, false, 1, 16,
+                 &p[i]);
+    }
+    aiol_loop_poll(t->loop, false);
+}
+
+/* Every write reached the image (and, with @p, was answered OK). */
+static void assert_writes_done(bt *t, uint8_t (*w)[512],
+                               const vblk_pending *p)
+{
+    uint8_t got[512];
+    aiol_vhost_blk_stats st;
+
+    for (unsigned i = 0; i < NFLIGHT; i++) {
+        if (p != NULL) {
+            assert_int_equal(*p[i].status, VIRTIO_BLK_S_OK);
+        }
+        assert_int_equal(pread(t->fd, got, 512, (20 + i) * 512), 512);
+        assert_memory_equal(got, w[i], 512);
+    }
+    aiol_vhost_blk_get_stats(t->blk, &st);
+    assert_int_equal(st.writes, NFLIGHT);
+}
+
+/*
+ * GET_VRING_BASE, SET_MEM_TABLE and a disconnect while requests are on
+ * the io_uring ring: each waits for them (they point into guest memory),
+ * so the base counts them, every one is answered before the reply, and
+ * nothing is written after the memory is gone.  On the other backends
+ * the writes are done before the poll returns, and the same holds.
+ */
+enum { AT_STOP, AT_MEM_TABLE, AT_DISCONNECT };
+
+static void in_flight_at(int what)
+{
+    uint8_t w[NFLIGHT][512];
+    vblk_pending p[NFLIGHT];
+    aiol_vhost_dev *dev;
+    bt t;
+
+    bt_start(&t, false);
+    dev = aiol_vhost_blk_dev(t.blk);
+    writes_in_flight(&t, w, p);
+    switch (what) {
+    case AT_STOP:
+        assert_int_equal(vfe_vq_stop(&t.f, 0), NFLIGHT);
+        break;
+    case AT_MEM_TABLE:
+        assert_int_equal(vfe_set_mem_table(&t.f, true), 0); /* not -EBUSY */
+        break;
+    case AT_DISCONNECT:
+        vfe_close(&t.f); /* (its memory goes; the device's maps stay until
+                            it has stopped the rings) */
+        for (int i = 0; i < 1000 && aiol_vhost_dev_connected(dev); i++) {
+            aiol_loop_poll(t.loop, false);
+            usleep(100);
+        }
+        assert_false(aiol_vhost_dev_connected(dev));
+        assert_writes_done(&t, w, NULL);
+        bt_stop(&t);
+        return;
+    }
+    assert_int_equal(vfe_vq_used_pending(&t.f, 0), NFLIGHT);
+    assert_writes_done(&t, w, p);
+    bt_stop(&t);
+}
+
+static void test_blk_stop_with_requests_in_flight(void **state)
+{
+    (void)state;
+    in_flight_at(AT_STOP);
+}
+
+static void test_blk_mem_table_with_requests_in_flight(void **state)
+{
+    (void)state;
+    in_flight_at(AT_MEM_TABLE);
+}
+
+static void test_blk_disconnect_with_requests_in_flight(void **state)
+{
+    (void)state;
+    in_flight_at(AT_DISCONNECT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +334,9 @@ int main(void)
         cmocka_unit_test(test_blk_get_id_and_discard),
         cmocka_unit_test(test_blk_bad_requests_get_a_status),
         cmocka_unit_test(test_blk_read_only),
+        cmocka_unit_test(test_blk_stop_with_requests_in_flight),
+        cmocka_unit_test(test_blk_mem_table_with_requests_in_flight),
+        cmocka_unit_test(test_blk_disconnect_with_requests_in_flight),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -24,15 +24,22 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <fcntl.h>
+
+#include <linux/virtio_blk.h>
+
+#include "aioloop/vhost-blk.h"
 #include "fault.h"
+#include "vblk.h"
 #include "vhtest.h"
 
 /* One session; 0 when everything in it worked, else -errno. */
-static int session(vt *t)
+static int session(vt *t, void *arg)
 {
     aiol_vhost_vq_stats st;
     int r;
 
+    (void)arg;
     if ((r = vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL)) < 0 ||
         (r = vfe_vq_setup(&t->f, 2, 8, true)) < 0 ||
         (r = vt_request(t, 0, false)) < 0 ||
@@ -48,6 +55,32 @@ static int session(vt *t)
         return r < 0 ? r : -EBADMSG;
     }
     return 0;
+}
+
+typedef int session_fn(vt *t, void *arg);
+
+/*
+ * Runs @fn until a session completes: a failure drops the connection (or
+ * refuses a step), and the next frontend must get a full session.  Ends
+ * it, disarms the fault and returns how many allocations failed.
+ */
+static long sessions(vt *t, session_fn *fn, void *arg, int *tries,
+                     long *retried)
+{
+    long failed;
+
+    while (fn(t, arg) < 0) {
+        vfe_close(&t->f);
+        vfe_pump(&t->f, 10);
+        assert_false(aiol_vhost_dev_connected(t->dev));
+        (*retried)++;
+        assert_true(++*tries < 3);
+    }
+    vfe_close(&t->f);
+    vfe_pump(&t->f, 10);
+    failed = tf_failed(TF_ALLOC);
+    tf_disarm();
+    return failed;
 }
 
 static void test_alloc_sweep(void **state)
@@ -80,19 +113,7 @@ static void test_alloc_sweep(void **state)
             assert_int_equal(r, -ENOMEM);
             assert_true(++tries < 3);
         }
-        while ((r = session(&t)) < 0) {
-            /* The failure dropped the connection (or refused a step);
-             * the next frontend must get a full session. */
-            vfe_close(&t.f);
-            vfe_pump(&t.f, 10);
-            assert_false(aiol_vhost_dev_connected(t.dev));
-            retried++;
-            assert_true(++tries < 3);
-        }
-        vfe_close(&t.f);
-        vfe_pump(&t.f, 10);
-        failed = tf_failed(TF_ALLOC);
-        tf_disarm();
+        failed = sessions(&t, session, NULL, &tries, &retried);
         total_failed += failed;
         vt_fini(&t);
         assert_int_equal(vt_nfds_open(), fds0);
@@ -107,10 +128,119 @@ static void test_alloc_sweep(void **state)
     assert_int_equal(total_failed, k - 1);
 }
 
+/* ------------------------------------------------ the blk device */
+
+#define BLK_FLIGHT 4 /* 4 descriptors each: a 16-entry ring */
+
+/* One blk session: connect, set up queue 0, read and write, writes left
+ * in flight across GET_VRING_BASE.  0, or -errno where the library
+ * refused a step (the frontend then starts over). */
+static int blk_session(vt *t, void *arg)
+{
+    int img = *(int *)arg;
+    uint8_t w[BLK_FLIGHT][512], got[512];
+    vblk_pending p[BLK_FLIGHT];
+    uint32_t used;
+    int r;
+
+    if ((r = vfe_connect(&t->f, t->path, vt_pump, t)) < 0 ||
+        (r = vfe_negotiate(&t->f, VT_ALL_FEATURES, VT_ALL_PROTOCOL)) < 0 ||
+        (r = vfe_mem_create(&t->f, VT_RAM, 2)) < 0 ||
+        (r = vfe_set_mem_table(&t->f, true)) < 0 ||
+        (r = vfe_vq_setup(&t->f, 0, VT_RING, false)) < 0) {
+        return r;
+    }
+    if (vfe_dropped(&t->f)) {
+        return -EPIPE; /* a ring message (no ack asked) was refused */
+    }
+    /* the device absorbs its own allocation failures: no request fails */
+    vblk_pattern(w[0], 512, 7);
+    assert_int_equal(vblk_req(&t->f, 0, VIRTIO_BLK_T_OUT, 3, w[0], 512, false,
+                              1, 16, &used), VIRTIO_BLK_S_OK);
+    assert_int_equal(vblk_req(&t->f, 0, VIRTIO_BLK_T_IN, 3, got, 512, true, 1,
+                              16, &used), VIRTIO_BLK_S_OK);
+    assert_memory_equal(got, w[0], 512);
+    for (unsigned i = 0; i < BLK_FLIGHT; i++) {
+        vblk_pattern(w[i], 512, 30 + i);
+        vblk_add(&t->f, 0, VIRTIO_BLK_T_OUT, 10 + i, w[i], 512, false, 1, 16,
+                 &p[i]);
+    }
+    aiol_loop_poll(t->loop, false);
+    if ((r = vfe_vq_stop(&t->f, 0)) != BLK_FLIGHT + 2) {
+        return r < 0 ? r : -EBADMSG;
+    }
+    for (unsigned i = 0; i < BLK_FLIGHT; i++) {
+        assert_int_equal(*p[i].status, VIRTIO_BLK_S_OK);
+        assert_int_equal(pread(img, got, 512, (10 + i) * 512), 512);
+        assert_memory_equal(got, w[i], 512);
+    }
+    return 0;
+}
+
+/*
+ * The sweep over the blk device (aioloop/vhost-blk.h) on top of the
+ * library: on io_uring a request that finds no memory, or that the ring
+ * refuses, runs synchronously instead, so requests never fail; the
+ * device's creation fails cleanly with -ENOMEM and is retried.
+ */
+static void test_blk_alloc_sweep(void **state)
+{
+    long k, total_failed = 0, retried = 0;
+    int fds0 = vt_nfds_open();
+
+    (void)state;
+    for (k = 1; k < 5000; k++) {
+        char img_path[128];
+        aiol_vhost_blk *blk = NULL;
+        aiol_vhost_blk_opts o = { .num_queues = 2 };
+        vt t;
+        long failed;
+        int r, img, tries = 0;
+
+        memset(&t, 0, sizeof(t));
+        t.f.sock = -1;
+        snprintf(t.dir, sizeof(t.dir), "/tmp/aiol-vhost-XXXXXX");
+        assert_non_null(mkdtemp(t.dir));
+        snprintf(t.path, sizeof(t.path), "%s/sock", t.dir);
+        snprintf(img_path, sizeof(img_path), "%s/img", t.dir);
+        img = open(img_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+        assert_true(img >= 0 && ftruncate(img, 64 * 512) == 0);
+        assert_int_equal(aiol_loop_new(&t.loop, NULL), 0);
+
+        tf_fail_at(TF_ALLOC, k, ENOMEM);
+        while ((r = aiol_vhost_blk_new(t.loop, img, &o, &blk)) < 0) {
+            assert_int_equal(r, -ENOMEM);
+            assert_true(++tries < 3);
+        }
+        t.dev = aiol_vhost_blk_dev(blk);
+        while ((r = aiol_vhost_dev_listen(t.dev, t.path)) < 0) {
+            assert_int_equal(r, -ENOMEM);
+            assert_true(++tries < 3);
+        }
+        failed = sessions(&t, blk_session, &img, &tries, &retried);
+        total_failed += failed;
+        aiol_vhost_blk_free(blk);
+        t.dev = NULL;
+        close(img);
+        unlink(img_path);
+        vt_fini(&t);
+        assert_int_equal(vt_nfds_open(), fds0);
+        if (failed == 0) {
+            break;
+        }
+    }
+    assert_true(k < 5000 && k > 3);
+    print_message("blk alloc sweep (%s): %ld allocation points\n",
+                  getenv("AIOLOOP_BACKEND") ? getenv("AIOLOOP_BACKEND") : "",
+                  k - 1);
+    assert_int_equal(total_failed, k - 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_sweep),
+        cmocka_unit_test(test_blk_alloc_sweep),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -12,16 +12,15 @@
 
 #include "vblk.h"
 
-int vblk_req(vfe *f, unsigned q, uint32_t type, uint64_t sector, void *data,
-             uint32_t len, bool in, unsigned pieces, uint32_t hdr_len,
-             uint32_t *used)
+void vblk_add(vfe *f, unsigned q, uint32_t type, uint64_t sector,
+              const void *data, uint32_t len, bool in, unsigned pieces,
+              uint32_t hdr_len, vblk_pending *p)
 {
     struct virtio_blk_outhdr h = { .type = type, .sector = sector };
     vfe_buf bufs[12];
     unsigned n = 0;
     uint64_t hg = vfe_alloc(f, 1, sizeof(h), 1), dg = 0, sg;
-    uint32_t id, at = 0;
-    uint8_t *status;
+    uint32_t at = 0;
 
     assert_true(pieces >= 1 && pieces <= 8);
     memcpy(vfe_gpa(f, hg), &h, sizeof(h));
@@ -47,16 +46,27 @@ int vblk_req(vfe *f, unsigned q, uint32_t type, uint64_t sector, void *data,
         }
     }
     sg = vfe_alloc(f, 0, 1, 1);
-    status = vfe_gpa(f, sg);
-    *status = 0xAA;
+    p->status = vfe_gpa(f, sg);
+    *p->status = 0xAA;
+    p->data = len > 0 ? vfe_gpa(f, dg) : NULL;
     bufs[n++] = (vfe_buf){ sg, 1, true };
     vfe_vq_add(f, q, bufs, n, false);
     vfe_vq_kick(f, q);
+}
+
+int vblk_req(vfe *f, unsigned q, uint32_t type, uint64_t sector, void *data,
+             uint32_t len, bool in, unsigned pieces, uint32_t hdr_len,
+             uint32_t *used)
+{
+    vblk_pending p;
+    uint32_t id;
+
+    vblk_add(f, q, type, sector, data, len, in, pieces, hdr_len, &p);
     assert_int_equal(vfe_vq_wait_used(f, q, &id, used), 0);
     if (in && len > 0) {
-        memcpy(data, vfe_gpa(f, dg), len);
+        memcpy(data, p.data, len);
     }
-    return *status;
+    return *p.status;
 }
 
 void vblk_pattern(uint8_t *p, size_t len, unsigned seed)

@@ -12,6 +12,18 @@
 
 #include "vfe.h"
 
+/* A request added by vblk_add(): where its answer will be. */
+typedef struct vblk_pending {
+    uint8_t *status;  /* its status byte (0xAA until answered) */
+    uint8_t *data;    /* its data buffer, NULL without data */
+} vblk_pending;
+
+/* Adds and kicks one request laid out as vblk_req() does; does not wait.
+ * (@data is copied in for writes.) */
+void vblk_add(vfe *f, unsigned q, uint32_t type, uint64_t sector,
+              const void *data, uint32_t len, bool in, unsigned pieces,
+              uint32_t hdr_len, vblk_pending *p);
+
 /*
  * One request on queue @q: a header (split 7 + 9 bytes), @len bytes of
  * data in @pieces descriptors (device-writable with @in), a status byte.

@@ -512,6 +512,10 @@ int vfe_vq_wait_used(vfe *f, unsigned idx, uint32_t *id, uint32_t *len)
             return 0;
         }
         f->pump(f->pump_opaque);
+        if (i > 200) {
+            usleep(100); /* (the backend's I/O may run in the kernel's
+                            io-wq threads for a while) */
+        }
     }
     return -ETIMEDOUT;
 }

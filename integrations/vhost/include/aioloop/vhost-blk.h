@@ -3,9 +3,14 @@
  *
  * Serves a raw image file to a vhost-user frontend (QEMU's
  * vhost-user-blk-pci): read, write, flush, discard and get-id, in
- * 512-byte sectors.  Requests run on the loop's thread with
- * preadv()/pwritev(); each queue's kick handler pops every available
- * request, completes it and notifies once per batch.
+ * 512-byte sectors, on the loop's thread.  When the loop runs on
+ * io_uring, reads, writes, flushes and discards are submitted on the
+ * loop's own ring (aioloop/uring.h) and complete asynchronously, a bottom
+ * half notifying once per batch of completions; on the other backends
+ * (or without memory for a request) they run with preadv()/pwritev(),
+ * fdatasync() and fallocate(), a kick's batch notified once.  Before a
+ * ring stops, guest memory is replaced or the device is freed, every
+ * request in flight completes.
  *
  * A guest is untrusted: a request whose header or status byte is
  * missing, whose data is not a whole number of sectors or runs past the
@@ -43,6 +48,8 @@ typedef struct aiol_vhost_blk_stats {
     uint64_t reads, writes, flushes, discards, get_ids;
     uint64_t ioerr;   /**< requests completed with VIRTIO_BLK_S_IOERR */
     uint64_t unsupp;  /**< requests completed with VIRTIO_BLK_S_UNSUPP */
+    uint64_t on_ring; /**< requests whose I/O went to the loop's io_uring
+                           ring (the rest ran synchronously) */
 } aiol_vhost_blk_stats;
 
 /**

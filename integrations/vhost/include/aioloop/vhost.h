@@ -132,6 +132,10 @@ typedef struct aiol_vhost_dev_ops {
     /** The ring @p vq is stopping (GET_VRING_BASE or a disconnect): the
      *  device must push or drop what it popped before returning. */
     void (*queue_stop)(void *opaque, aiol_vhost_vq *vq);
+    /** Guest memory is about to be replaced (SET_MEM_TABLE) while chains
+     *  are popped: push them all before returning, or the table is
+     *  refused (-EBUSY).  NULL: refused whenever chains are popped. */
+    void (*drain)(void *opaque);
     /** The frontend connected (true) or the connection was dropped. */
     void (*connection)(void *opaque, bool connected);
 } aiol_vhost_dev_ops;
