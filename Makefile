@@ -10,7 +10,9 @@ BUILD_FUZZ  ?= build-fuzz
 BUILD_AFL   ?= build-afl
 BUILD_BENCH ?= build-bench
 FUZZ_SECONDS ?= 120
+VHOST_FUZZ_SECONDS ?= 60
 FUZZ_CORPORA := tests/fuzz/corpus/seed tests/fuzz/corpus/regress
+VHOST_FUZZ_CORPORA := integrations/vhost/fuzz/corpus/seed
 QEMU_WORK   ?= build-qemu
 QEMU_BACKENDS := epoll io_uring poll
 MESON_TEST  := meson test --print-errorlogs --num-processes 2
@@ -102,6 +104,13 @@ fuzz: deps
 	  $(BUILD_FUZZ)/corpus $(FUZZ_CORPORA) > $(BUILD_FUZZ)/fuzz.log 2>&1 || \
 	  { tail -n 80 $(BUILD_FUZZ)/fuzz.log; echo "make fuzz: FAILED, input in $(BUILD_FUZZ)/artifacts"; exit 1; }
 	@grep -E 'INITED|DONE|stat::' $(BUILD_FUZZ)/fuzz.log
+	mkdir -p $(BUILD_FUZZ)/vhost-corpus
+	@echo "make fuzz: $(VHOST_FUZZ_SECONDS) s of libFuzzer on the vhost-user parser and virtqueue walker, log in $(BUILD_FUZZ)/fuzz-vhost.log"
+	@$(SAN_ENV) $(BUILD_FUZZ)/integrations/vhost/fuzz/fuzz-vhost -max_total_time=$(VHOST_FUZZ_SECONDS) \
+	  -timeout=10 -print_final_stats=1 -artifact_prefix=$(BUILD_FUZZ)/artifacts/vhost- \
+	  $(BUILD_FUZZ)/vhost-corpus $(VHOST_FUZZ_CORPORA) > $(BUILD_FUZZ)/fuzz-vhost.log 2>&1 || \
+	  { tail -n 80 $(BUILD_FUZZ)/fuzz-vhost.log; echo "make fuzz: FAILED, input in $(BUILD_FUZZ)/artifacts"; exit 1; }
+	@grep -E 'INITED|DONE|stat::' $(BUILD_FUZZ)/fuzz-vhost.log
 
 check-fuzz: fuzz
 	$(SAN_ENV) $(MESON_TEST) -C $(BUILD_FUZZ) --suite fuzz

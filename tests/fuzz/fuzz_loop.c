@@ -655,8 +655,6 @@ static void run_script(const script *sc, const obj *self)
 
 /* ------------------------------------------------------------ one input */
 
-static const char *const backends[] = { "poll", "epoll", "io_uring" };
-
 static void teardown(void)
 {
     model *m = &g.m;
@@ -695,17 +693,6 @@ static void teardown(void)
     }
 }
 
-int fz_backend_runnable(int backend)
-{
-    aiol_loop *loop;
-
-    if (aiol_loop_new(&loop, backends[backend % 3]) < 0) {
-        return 0;
-    }
-    aiol_loop_free(loop);
-    return 1;
-}
-
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 2) {
@@ -714,7 +701,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&g, 0, sizeof(g));
     g_trace = getenv("FZ_TRACE") != NULL;
     m_init(&g.m, data[0] % 3 != 2); /* io_uring may report stale readiness */
-    if (aiol_loop_new(&g.loop, backends[data[0] % 3]) < 0) {
+    if (aiol_loop_new(&g.loop, fz_backend_name(data[0])) < 0) {
         return 0; /* io_uring unavailable here: nothing to test */
     }
     CHECK(aiol_clock_new(g.loop, fake_now, &g, &g.clock) == 0);
