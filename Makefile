@@ -23,7 +23,7 @@ DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             python3-cffi python3-pytest python3-dev python3-hypothesis
 # The peers `make bench` compares against, the plots and the syscall count.
 BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
-              strace python3-uvloop
+              strace python3-uvloop qemu-system-common
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -32,7 +32,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-stock check-guest check-vhost-guest \
         check-qtest clean-qemu \
-        check-notifiers bench-notifiers bench-vmm
+        check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD)
@@ -145,6 +145,8 @@ bench: bench-deps
 	/usr/bin/python3 bench/run.py $(BUILD_BENCH) $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-python
 	@$(MAKE) --no-print-directory bench-vmm
+	@$(MAKE) --no-print-directory bench-vhost
+	@$(MAKE) --no-print-directory bench-vhost-guest
 
 # Python-level dispatch and call_soon: the binding against asyncio and
 # uvloop, interleaved (bench/python_bench.py).
@@ -155,6 +157,31 @@ bench-python: bench-deps
 	PYTHONPATH=$(BUILD_BENCH)/bindings/python /usr/bin/python3 bench/python_bench.py \
 	  $(if $(findstring --quick,$(BENCH_ARGS)),--quick) \
 	  --json $(BUILD_BENCH)/bench-results/python.json
+
+# aioloop-vhost-blk against qemu-storage-daemon's vhost-user-blk export,
+# same image, same run, driven by our host-side frontend
+# (integrations/vhost/bench/vhost_bench.py).
+bench-vhost: bench-deps
+	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
+	ninja -C $(BUILD_BENCH)
+	@mkdir -p $(BUILD_BENCH)/bench-results
+	/usr/bin/python3 integrations/vhost/bench/vhost_bench.py \
+	  --daemon $(BUILD_BENCH)/integrations/vhost/aioloop-vhost-blk \
+	  --bench $(BUILD_BENCH)/integrations/vhost/bench-vhost \
+	  $(if $(findstring --quick,$(BENCH_ARGS)),--rounds 1 --seconds 1) \
+	  --json $(BUILD_BENCH)/bench-results/vhost.json
+
+# fio in a TCG guest (4 KiB random reads, iodepth 32) on vhost-user-blk:
+# aioloop-vhost-blk against qemu-storage-daemon, same guest, same run
+# (integrations/vhost/bench/guest-fio.sh; builds a static fio once).
+bench-vhost-guest: bench-deps
+	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
+	ninja -C $(BUILD_BENCH)
+	@mkdir -p $(BUILD_BENCH)/bench-results
+	DAEMON=$(BUILD_BENCH)/integrations/vhost/aioloop-vhost-blk \
+	  integrations/vhost/bench/guest-fio.sh \
+	  $(if $(findstring --quick,$(BENCH_ARGS)),--rounds 1 --runtime 4) \
+	  --json $(BUILD_BENCH)/bench-results/vhost-guest.json $(QEMU_WORK)
 
 # The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our
 # patch series, linked with libaioloop from this tree: the unit tests and

@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# fetch-source.sh WORKDIR - downloads and unpacks Debian's qemu source
-# package into WORKDIR/src (Debian's own patches applied by dpkg-source),
+# fetch-source.sh WORKDIR [PACKAGE] - downloads and unpacks Debian's source
+# package PACKAGE (default qemu) into WORKDIR/src, or WORKDIR/src-PACKAGE
+# for another package (Debian's own patches applied by dpkg-source),
 # through a private apt configuration: a deb-src entry and package lists
 # that live in WORKDIR/apt, passed to apt with -o options.  The system's
 # apt sources are never edited.  A second run reuses what is there.
 set -euo pipefail
 
-work=$(realpath -m "${1:?usage: fetch-source.sh WORKDIR}")
+work=$(realpath -m "${1:?usage: fetch-source.sh WORKDIR [PACKAGE]}")
+pkg=${2:-qemu}
+dest=$work/src
+[ "$pkg" = qemu ] || dest=$work/src-$pkg
 apt_dir=$work/apt
 mkdir -p "$apt_dir/sources.list.d" "$apt_dir/lists/partial" "$work/dl"
 
-if [ -f "$work/src/.unpacked" ]; then
-    echo "fetch-source: reusing $work/src ($(cat "$work/src/.unpacked"))"
+if [ -f "$dest/.unpacked" ]; then
+    echo "fetch-source: reusing $dest ($(cat "$dest/.unpacked"))"
     exit 0
 fi
 
@@ -43,11 +47,11 @@ echo "fetch-source: updating the private deb-src lists"
 apt-get "${apt_opts[@]}" update -qq
 
 cd "$work/dl"
-echo "fetch-source: apt-get source --download-only qemu"
-apt-get "${apt_opts[@]}" source --download-only -qq qemu
-dsc=$(ls -t qemu_*.dsc | head -n 1)
-rm -rf "$work/src.tmp"
-dpkg-source -x "$dsc" "$work/src.tmp" >/dev/null
-mv "$work/src.tmp" "$work/src"
-echo "${dsc%.dsc}" > "$work/src/.unpacked"
-echo "fetch-source: unpacked ${dsc%.dsc} into $work/src"
+echo "fetch-source: apt-get source --download-only $pkg"
+apt-get "${apt_opts[@]}" source --download-only -qq "$pkg"
+dsc=$(ls -t "${pkg}"_*.dsc | head -n 1)
+rm -rf "$dest.tmp"
+dpkg-source -x "$dsc" "$dest.tmp" >/dev/null
+mv "$dest.tmp" "$dest"
+echo "${dsc%.dsc}" > "$dest/.unpacked"
+echo "fetch-source: unpacked ${dsc%.dsc} into $dest"

@@ -8,22 +8,7 @@
 # while requests are in flight), reads it back with O_DIRECT and compares,
 # three rounds.  Prints
 # AIOL-GUEST-OK or AIOL-GUEST-FAIL on the console, then powers off.
-/bin/busybox --install -s /bin
-export PATH=/bin
-mount -t proc proc /proc
-mount -t sysfs sys /sys
-mount -t devtmpfs dev /dev
-
-ok=1
-for m in $(cat /mods/order); do
-    insmod "/mods/$m" || { echo "guest: insmod $m failed"; ok=0; }
-done
-i=0
-while [ ! -b /dev/vda ] && [ $i -lt 200 ]; do
-    usleep 50000
-    i=$((i + 1))
-done
-[ -b /dev/vda ] || { echo "guest: no /dev/vda"; ok=0; }
+. /guest-boot.sh
 
 # run CMD...: runs a dd, reports its error output on failure.
 run() {

@@ -11,6 +11,8 @@
 # /dev/shm) and guest_qemu_args (the QEMU arguments every boot shares:
 # TCG, q35, no defaults, firmware, kernel, initrd, command line).  PIDs a
 # caller adds to guest_pids are SIGKILLed when the script exits.
+# guest_build_initrd (below) builds other initramfs images from the same
+# parts.
 guest_parts_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 # The kernel package the cloud metapackage points at today.
@@ -56,15 +58,28 @@ mod_order() {
     echo "$ko"
 }
 
-# Builds $gdir/initrd.cpio.gz: busybox, the virtio modules, the pattern
-# and an init that runs the check.
-build_initrd() {
-    local root=$gdir/initrd-root ko
-    # (rebuilt when guest-init.sh changed)
-    [ "$gdir/initrd.cpio.gz" -nt "$guest_parts_here/guest-init.sh" ] && return 0
+# guest_build_initrd OUT INIT [FILE...]: builds the initramfs OUT: busybox, the
+# virtio modules (in /mods, load order in /mods/order), the pattern, INIT
+# as /init (which sources /guest-boot.sh: guest-boot.sh), and each FILE
+# (static binaries) in /bin.  Rebuilt only when
+# INIT or a FILE is newer than OUT.
+guest_build_initrd() {
+    local out=$1 init=$2 root ko f
+    shift 2
+    root=$out.root
+    if [ -f "$out" ]; then
+        local stale=0
+        for f in "$init" "$guest_parts_here/guest-boot.sh" "$@"; do
+            [ "$f" -nt "$out" ] && stale=1
+        done
+        [ "$stale" = 0 ] && return 0
+    fi
     rm -rf "$root"
     mkdir -p "$root"/{bin,dev,proc,sys,tmp,mods}
     cp "$gdir/parts/bin/busybox" "$root/bin/busybox"
+    for f in "$@"; do
+        cp "$f" "$root/bin/"
+    done
     moddir=$(echo "$gdir"/parts/lib/modules/*)
     : > "$root/mods/order"
     # (one subshell for both, so mod_seen covers both)
@@ -72,17 +87,22 @@ build_initrd() {
         cp "$ko" "$root/mods/"
         basename "$ko" >> "$root/mods/order"
     done
-    # 4 MiB of a fixed pseudo-random pattern.
-    /usr/bin/python3 -c '
+    if [ ! -f "$gdir/pattern" ]; then
+        # 4 MiB of a fixed pseudo-random pattern.
+        /usr/bin/python3 -c '
 import random, sys
 r = random.Random(20261201)
-sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(4 << 20)))' > "$gdir/pattern"
+sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(4 << 20)))' > "$gdir/pattern.tmp"
+        mv "$gdir/pattern.tmp" "$gdir/pattern"
+    fi
     cp "$gdir/pattern" "$root/pattern"
-    cp "$guest_parts_here/guest-init.sh" "$root/init"
+    cp "$init" "$root/init"
+    cp "$guest_parts_here/guest-boot.sh" "$root/guest-boot.sh"
     chmod +x "$root/init"
     (cd "$root" && find . | "$root/bin/busybox" cpio -o -H newc 2>/dev/null) |
-        gzip -1 > "$gdir/initrd.cpio.gz.tmp"
-    mv "$gdir/initrd.cpio.gz.tmp" "$gdir/initrd.cpio.gz"
+        gzip -1 > "$out.tmp"
+    mv "$out.tmp" "$out"
+    rm -rf "$root"
 }
 
 guest_pids=()
@@ -97,7 +117,7 @@ guest_parts() {
     gdir=$1
     mkdir -p "$gdir"
     fetch_parts
-    build_initrd
+    guest_build_initrd "$gdir/initrd.cpio.gz" "$guest_parts_here/guest-init.sh"
     guest_kernel=$(echo "$gdir"/parts/boot/vmlinuz-*)
     guest_initrd=$gdir/initrd.cpio.gz
     guest_pattern=$gdir/pattern
