@@ -139,8 +139,13 @@ fuzz-afl: deps
 bench: bench-deps
 	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
 	ninja -C $(BUILD_BENCH)
+	@# A peer configured out (its headers were missing at setup: meson keeps
+	@# that answer) gets a wiped setup; one still missing fails the run.
 	@for b in ev uv event glib; do \
-	  test -x $(BUILD_BENCH)/bench/bench-$$b || { meson setup --reconfigure $(BUILD_BENCH) >/dev/null && ninja -C $(BUILD_BENCH); break; }; \
+	  test -x $(BUILD_BENCH)/bench/bench-$$b || { meson setup --wipe $(BUILD_BENCH) -Db_ndebug=true >/dev/null && ninja -C $(BUILD_BENCH); break; }; \
+	done
+	@for b in ev uv event glib; do \
+	  test -x $(BUILD_BENCH)/bench/bench-$$b || { echo "make bench: the $$b peer was not built (is its -dev package installed? BENCH_PKGS: $(BENCH_PKGS))" >&2; exit 1; }; \
 	done
 	/usr/bin/python3 bench/run.py $(BUILD_BENCH) $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-python
