@@ -21,6 +21,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /** A bottom half.  Opaque. */
 typedef struct aiol_bh aiol_bh;
 
@@ -67,6 +70,8 @@ void aiol_bh_delete(aiol_bh *bh);
  * @return 0 or -ENOMEM.
  */
 int aiol_bh_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

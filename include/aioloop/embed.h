@@ -32,6 +32,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /**
  * The fd a host loop polls for input on the loop's behalf: readable while
  * some handler's fd is ready or a notify is pending.
@@ -164,6 +167,8 @@ int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
 
 /** Removes and frees a phase.  Not from inside the loop's callbacks. */
 void aiol_phase_remove(aiol_phase *phase);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

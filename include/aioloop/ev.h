@@ -36,6 +36,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 struct ev_loop;
 
 /** Most handler fds libev polls directly; beyond it, the loop fd. */
@@ -54,6 +57,8 @@ int aiol_ev_attach(aiol_loop *loop, struct ev_loop *evl, aiol_ev **out);
 /** Stops the adapter's watchers and frees it.  NULL is a no-op.  Not from
  *  inside the loop's own callbacks. */
 void aiol_ev_detach(aiol_ev *e);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

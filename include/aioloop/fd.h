@@ -32,6 +32,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /** A read, write or notification callback. */
 typedef void aiol_handler_fn(void *opaque);
 
@@ -108,6 +111,8 @@ int aiol_fd_remove(aiol_loop *loop, int fd);
 
 /** True when @p fd has a handler on @p loop. */
 bool aiol_fd_is_set(aiol_loop *loop, int fd);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

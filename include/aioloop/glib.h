@@ -39,6 +39,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /** Most handler fds the source has glib poll directly; beyond it polls
  *  the loop fd. */
 #define AIOL_GLIB_DIRECT_MAX 8
@@ -55,6 +58,8 @@ GSource *aiol_glib_source_new(aiol_loop *loop);
 /** The loop @p source drives; aborts with a message when @p source is not
  *  one of aiol_glib_source_new(). */
 aiol_loop *aiol_glib_source_loop(GSource *source);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /** A thread running a loop.  Opaque. */
 typedef struct aiol_iothread aiol_iothread;
 
@@ -34,6 +37,8 @@ aiol_loop *aiol_iothread_loop(aiol_iothread *iothread);
  * no-op.
  */
 void aiol_iothread_free(aiol_iothread *iothread);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /** An event loop.  Opaque; create with aiol_loop_new(). */
 typedef struct aiol_loop aiol_loop;
 
@@ -190,6 +193,8 @@ void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out);
 
 /** Current CLOCK_MONOTONIC time in nanoseconds. */
 int64_t aiol_clock_now_ns(void);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

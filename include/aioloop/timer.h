@@ -47,6 +47,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /** A clock that timers are armed on.  Opaque. */
 typedef struct aiol_clock aiol_clock;
 /** A timer.  Opaque. */
@@ -107,6 +110,8 @@ int64_t aiol_timer_expire_ns(const aiol_timer *timer);
 
 /** Disarms and frees @p timer (also from its own callback).  NULL is a no-op. */
 void aiol_timer_free(aiol_timer *timer);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

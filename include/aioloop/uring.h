@@ -38,6 +38,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 struct io_uring_sqe;
 
 /** An outstanding request.  Opaque; valid until its completion callback ran. */
@@ -101,6 +104,8 @@ int aiol_uring_drain(aiol_loop *loop);
 
 /** Number of requests submitted whose completion callback has not run. */
 unsigned aiol_uring_pending(aiol_loop *loop);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

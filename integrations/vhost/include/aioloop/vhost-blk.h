@@ -32,6 +32,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /** A vhost-user-blk device serving one image file. */
 typedef struct aiol_vhost_blk aiol_vhost_blk;
 
@@ -71,6 +74,8 @@ void aiol_vhost_blk_get_stats(const aiol_vhost_blk *blk,
 
 /** Frees the device (disconnecting the frontend).  Loop's thread. */
 void aiol_vhost_blk_free(aiol_vhost_blk *blk);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

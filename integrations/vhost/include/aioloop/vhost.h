@@ -42,6 +42,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /* ---- Protocol constants (vhost-user and virtio specifications) ------- */
 
 /** vhost-user request codes the library serves (frontend -> backend). */
@@ -284,6 +287,8 @@ bool aiol_vhost_vq_broken(const aiol_vhost_vq *vq);
 /** Copies the queue's counters into @p out. */
 void aiol_vhost_vq_get_stats(const aiol_vhost_vq *vq,
                              aiol_vhost_vq_stats *out);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }

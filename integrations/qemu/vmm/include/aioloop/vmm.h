@@ -42,6 +42,9 @@
 extern "C" {
 #endif
 
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
 /* ------------------------------------------------------------------------
  * The ioctl layer
  * ------------------------------------------------------------------------ */
@@ -490,6 +493,8 @@ int aiol_vring_call_fd(const aiol_vring_call *vc);
  * or committed: set AIOL_VIRTIO_NO_VECTOR and commit first.
  */
 void aiol_vring_call_release(aiol_msi_table *t, aiol_vring_call *vc);
+
+#pragma GCC visibility pop
 
 #ifdef __cplusplus
 }
