@@ -20,7 +20,11 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             libcmocka-dev python3 liburing-dev libuv1-dev \
-            python3-cffi python3-pytest python3-dev python3-hypothesis
+            python3-cffi python3-pytest python3-dev python3-hypothesis \
+            libglib2.0-dev libev-dev abigail-tools
+# The check builds require the host-loop adapters (meson would skip one
+# whose library is missing), so a missing one fails the setup instead.
+CHECK_OPTS := -Dglib=enabled -Dlibev=enabled
 # The peers `make bench` compares against, the plots and the syscall count.
 BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
               strace python3-uvloop qemu-system-common
@@ -35,7 +39,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest
 
 all: deps
-	@test -d $(BUILD) || meson setup $(BUILD)
+	@test -d $(BUILD) || meson setup $(BUILD) $(CHECK_OPTS)
 	ninja -C $(BUILD)
 
 # $(call install_missing,PACKAGES): apt-get installs those not installed.
@@ -71,19 +75,19 @@ check-gcc: all
 	$(MESON_TEST) -C $(BUILD) --suite unit --suite stress
 
 check-asan: deps
-	@test -d $(BUILD_ASAN) || meson setup $(BUILD_ASAN) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
+	@test -d $(BUILD_ASAN) || meson setup $(BUILD_ASAN) $(CHECK_OPTS) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
 	ninja -C $(BUILD_ASAN)
 	$(SAN_ENV) $(MESON_TEST) -C $(BUILD_ASAN) --suite unit
 
 check-clang: deps
-	@test -d $(BUILD_CLANG) || CC=clang meson setup $(BUILD_CLANG)
+	@test -d $(BUILD_CLANG) || CC=clang meson setup $(BUILD_CLANG) $(CHECK_OPTS)
 	ninja -C $(BUILD_CLANG)
 	$(MESON_TEST) -C $(BUILD_CLANG) --suite unit
 
 # setarch -R: older TSan runtimes reject the high-entropy mmap layout of
 # recent kernels; without ASLR they always start.
 check-tsan: deps
-	@test -d $(BUILD_TSAN) || meson setup $(BUILD_TSAN) -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug
+	@test -d $(BUILD_TSAN) || meson setup $(BUILD_TSAN) $(CHECK_OPTS) -Db_sanitize=thread -Db_lundef=false -Dbuildtype=debug
 	ninja -C $(BUILD_TSAN)
 	TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 setarch $$(uname -m) -R \
 	  $(MESON_TEST) -C $(BUILD_TSAN) --suite unit --suite stress --timeout-multiplier 3
