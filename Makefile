@@ -35,7 +35,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench bench-python clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-stock check-guest check-vhost-guest \
-        check-qtest clean-qemu \
+        check-qtest check-install clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest
 
 all: deps
@@ -68,8 +68,13 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # backend, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-gcc check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest check-vhost-guest
+check: check-gcc check-install check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest check-vhost-guest
 	@echo "make check: all suites passed"
+
+# Installs into a temporary prefix and builds a program against each .pc
+# file with plain cc $(pkg-config ...) (tests/install).
+check-install: deps
+	tests/install/check-install.sh
 
 check-gcc: all
 	$(MESON_TEST) -C $(BUILD) --suite unit --suite stress

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# check-install.sh - installs this tree into a temporary prefix (its own
+# build: meson setup --prefix, ninja, meson install) and builds each
+# use-*.c here against the installed headers and libraries with plain
+# `cc $(pkg-config --cflags --libs PKG)`, PKG named in the file's first
+# line, then runs it.  Also checks every public header got installed.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+repo=$(cd "$here/../.." && pwd)
+tmp=$(mktemp -d /tmp/aiol-install-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+prefix=$tmp/prefix
+
+echo "check-install: building and installing into $prefix"
+meson setup "$tmp/build" "$repo" --prefix="$prefix" -Dtests=false \
+    -Dpython=disabled -Dglib=enabled -Dlibev=enabled > "$tmp/setup.log" ||
+    { cat "$tmp/setup.log"; exit 1; }
+ninja -C "$tmp/build" > "$tmp/build.log" || { tail -30 "$tmp/build.log"; exit 1; }
+meson install -C "$tmp/build" --quiet > "$tmp/install.log" ||
+    { tail -30 "$tmp/install.log"; exit 1; }
+
+pcdir=$(dirname "$(find "$prefix" -name aioloop.pc)")
+libdir=$(dirname "$pcdir")
+export PKG_CONFIG_PATH=$pcdir
+for h in "$repo"/include/aioloop/*.h "$repo"/integrations/vhost/include/aioloop/*.h \
+         "$repo"/integrations/qemu/vmm/include/aioloop/*.h; do
+    [ -f "$prefix/include/aioloop/${h##*/}" ] ||
+        { echo "check-install: ${h##*/} was not installed"; exit 1; }
+done
+n=0
+for src in "$here"/use-*.c; do
+    pkgs=$(sed -n '1s|^/\* pkg-config: ||p' "$src")
+    exe=$tmp/$(basename "$src" .c)
+    # shellcheck disable=SC2046 # (word splitting wanted)
+    cc -std=c11 -Wall -Wextra -Werror -o "$exe" "$src" \
+        $(pkg-config --cflags --libs $pkgs) ||
+        { echo "check-install: $(basename "$src") does not build against $pkgs"; exit 1; }
+    LD_LIBRARY_PATH=$libdir "$exe" ||
+        { echo "check-install: $(basename "$src") failed"; exit 1; }
+    n=$((n + 1))
+done
+echo "check-install: $n programs built with pkg-config against the installed tree and ran"
