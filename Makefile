@@ -21,10 +21,11 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             libcmocka-dev python3 liburing-dev libuv1-dev \
             python3-cffi python3-pytest python3-dev python3-hypothesis \
-            libglib2.0-dev libev-dev abigail-tools
-# The check builds require the host-loop adapters (meson would skip one
-# whose library is missing), so a missing one fails the setup instead.
-CHECK_OPTS := -Dglib=enabled -Dlibev=enabled
+            libglib2.0-dev libev-dev abigail-tools liblua5.4-dev lua5.4
+# The check builds require the host-loop adapters and the Lua binding
+# (meson would skip one whose library is missing), so a missing one fails
+# the setup instead.
+CHECK_OPTS := -Dglib=enabled -Dlibev=enabled -Dlua=enabled
 # The peers `make bench` compares against, the plots and the syscall count.
 BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
               strace python3-uvloop qemu-system-common

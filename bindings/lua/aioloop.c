@@ -1,0 +1,775 @@
+/*
+ * aioloop.c - the Lua 5.4 binding: C module "aioloop" (docs/lua.md).
+ *
+ *   local aioloop = require("aioloop")
+ *   local loop = aioloop.new([backend])
+ *   loop:add_reader(fd, f) / add_writer / remove_reader / remove_writer
+ *   loop:call_soon(f, ...) -> handle (:cancel())
+ *   loop:call_later(seconds, f, ...) -> timer (:cancel())
+ *   loop:notify(), loop:poll([blocking]), loop:stats(), loop:backend(),
+ *   loop:time(), loop:close(), loop:closed()
+ *   aioloop.fileno(file) -> the fd of a Lua file object
+ *   aioloop.pipe() -> r, w: a non-blocking pipe as two Lua files
+ *
+ * Errors never cross libaioloop's C frames: every Lua callback runs under
+ * lua_pcall() with a traceback handler.  The first error of a poll is
+ * held (its message with the traceback, in the registry) until
+ * aiol_loop_poll() has returned, and :poll() raises it then; the loop is
+ * consistent and stays usable.  Lua values the loop must keep (callbacks
+ * and their arguments, armed timers, pending call_soon handles) are
+ * anchored in the registry and released on removal, cancel, run and
+ * close.  Everything runs on the thread that calls :poll(); callbacks
+ * run on the Lua thread (coroutine) that called the :poll() running
+ * them.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <lauxlib.h>
+#include <lua.h>
+
+#include "aioloop/aioloop.h"
+
+#define LOOP_MT "aioloop.Loop"
+#define TIMER_MT "aioloop.Timer"
+#define HANDLE_MT "aioloop.Handle"
+
+typedef struct lloop lloop;
+
+/* An fd's Lua callbacks (registry refs, LUA_NOREF: none). */
+typedef struct lfd {
+    lloop *ll;
+    int fd;
+    int rref, wref;
+} lfd;
+
+/* A call_soon handle (userdata): anchored while queued. */
+typedef struct lhandle {
+    int fref;           /* the packed call: {f, args...}; LUA_NOREF: done */
+    int selfref;        /* anchors the userdata while queued */
+} lhandle;
+
+/* A call_later timer (userdata): anchored while armed; on its loop's
+ * list from creation to __gc (or the loop's close). */
+typedef struct ltimer ltimer;
+struct ltimer {
+    lloop *ll;          /* NULL once the loop is closed */
+    aiol_timer *timer;  /* NULL once the loop is closed */
+    int fref;           /* the packed call; LUA_NOREF: not armed */
+    int selfref;
+    ltimer *prev, *next;
+};
+
+struct lloop {
+    aiol_loop *loop;    /* NULL once closed */
+    lua_State *L;       /* the Lua thread of the running :poll() */
+    int depth;          /* :poll() nesting */
+    int errref;         /* the held error (traceback), LUA_NOREF */
+    lfd **fds;          /* by fd number */
+    int nfds;
+    aiol_bh *soon_bh;   /* runs the call_soon queue */
+    int *soon;          /* queued handles' selfrefs, FIFO */
+    int nsoon, capsoon;
+    ltimer *timers;     /* every live timer of this loop */
+};
+
+/* ----------------------------------------------------------- helpers */
+
+static lloop *check_loop(lua_State *L, int i)
+{
+    lloop *ll = luaL_checkudata(L, i, LOOP_MT);
+
+    if (ll->loop == NULL) {
+        luaL_error(L, "the loop is closed");
+    }
+    return ll;
+}
+
+/* Raises a Lua error for a failed libaioloop call: "what: strerror". */
+static int fail(lua_State *L, const char *what, int err)
+{
+    return luaL_error(L, "%s: %s", what, strerror(-err));
+}
+
+/* Packs the function at @i and the values after it into a table; ref. */
+static int pack_call(lua_State *L, int i)
+{
+    int top = lua_gettop(L);
+
+    lua_createtable(L, top - i + 1, 1);
+    for (int k = i; k <= top; k++) {
+        lua_pushvalue(L, k);
+        lua_rawseti(L, -2, k - i + 1);
+    }
+    lua_pushinteger(L, top - i + 1);
+    lua_setfield(L, -2, "n");
+    return luaL_ref(L, LUA_REGISTRYINDEX);
+}
+
+static int traceback(lua_State *L)
+{
+    const char *msg = lua_tostring(L, 1);
+
+    if (msg == NULL) {
+        msg = lua_pushfstring(L, "(error object is a %s value)",
+                              luaL_typename(L, 1));
+    }
+    luaL_traceback(L, L, msg, 1);
+    return 1;
+}
+
+/*
+ * Runs the call packed at @ref (a table {f, args...}, or a bare function)
+ * under lua_pcall; holds the first error of the poll.  Called from inside
+ * aiol_loop_poll(): nothing here may raise.
+ */
+static void run_ref(lloop *ll, int ref)
+{
+    lua_State *L = ll->L;
+    int n = 0, base;
+
+    if (L == NULL || !lua_checkstack(L, 24)) {
+        return;
+    }
+    base = lua_gettop(L);
+    lua_pushcfunction(L, traceback);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
+    if (lua_istable(L, -1)) {
+        lua_getfield(L, -1, "n");
+        n = (int)lua_tointeger(L, -1) - 1;
+        lua_pop(L, 1);
+        if (n < 0 || !lua_checkstack(L, n + 2)) {
+            lua_settop(L, base);
+            return;
+        }
+        for (int k = 1; k <= n + 1; k++) {
+            lua_rawgeti(L, base + 2, k);
+        }
+        lua_remove(L, base + 2); /* the table */
+    }
+    if (lua_pcall(L, n, 0, base + 1) != LUA_OK) {
+        if (ll->errref == LUA_NOREF) {
+            ll->errref = luaL_ref(L, LUA_REGISTRYINDEX);
+        } else {
+            lua_pop(L, 1); /* (the first error wins) */
+        }
+    }
+    lua_settop(L, base);
+}
+
+/* -------------------------------------------------------- fd handlers */
+
+static void on_read(void *opaque)
+{
+    lfd *r = opaque;
+
+    if (r->rref != LUA_NOREF) {
+        run_ref(r->ll, r->rref); /* (r may be freed by now) */
+    }
+}
+
+static void on_write(void *opaque)
+{
+    lfd *r = opaque;
+
+    if (r->wref != LUA_NOREF) {
+        run_ref(r->ll, r->wref);
+    }
+}
+
+/* Makes the loop's handler of r->fd match its refs; frees r when none. */
+static int fd_sync(lua_State *L, lloop *ll, lfd *r)
+{
+    int ret;
+
+    if (r->rref == LUA_NOREF && r->wref == LUA_NOREF) {
+        aiol_fd_remove(ll->loop, r->fd);
+        ll->fds[r->fd] = NULL;
+        free(r);
+        return 0;
+    }
+    ret = aiol_fd_set(ll->loop, r->fd,
+                      r->rref != LUA_NOREF ? on_read : NULL,
+                      r->wref != LUA_NOREF ? on_write : NULL, NULL, r);
+    (void)L;
+    return ret;
+}
+
+static int add_cb(lua_State *L, bool write)
+{
+    lloop *ll = check_loop(L, 1);
+    lua_Integer fd = luaL_checkinteger(L, 2);
+    lfd *r;
+    int *slot, old, ref, ret;
+
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    luaL_argcheck(L, fd >= 0 && fd < (1 << 24), 2, "not a file descriptor");
+    if (fd >= ll->nfds) {
+        int n = ll->nfds ? ll->nfds : 64;
+        lfd **grown;
+
+        while (n <= fd) {
+            n *= 2;
+        }
+        grown = realloc(ll->fds, (size_t)n * sizeof(*grown));
+        if (grown == NULL) {
+            return fail(L, write ? "add_writer" : "add_reader", -ENOMEM);
+        }
+        memset(grown + ll->nfds, 0, (size_t)(n - ll->nfds) * sizeof(*grown));
+        ll->fds = grown;
+        ll->nfds = n;
+    }
+    r = ll->fds[fd];
+    if (r == NULL) {
+        r = malloc(sizeof(*r));
+        if (r == NULL) {
+            return fail(L, write ? "add_writer" : "add_reader", -ENOMEM);
+        }
+        *r = (lfd){ ll, (int)fd, LUA_NOREF, LUA_NOREF };
+        ll->fds[fd] = r;
+    }
+    slot = write ? &r->wref : &r->rref;
+    old = *slot;
+    lua_pushvalue(L, 3);
+    ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    *slot = ref;
+    ret = fd_sync(L, ll, r);
+    if (ret < 0) {
+        /* refused (-EBADF...): as it was before */
+        *slot = old;
+        luaL_unref(L, LUA_REGISTRYINDEX, ref);
+        if (fd_sync(L, ll, r) < 0) {
+            /* (only a removal or the old set, which cannot fail) */
+        }
+        return fail(L, write ? "add_writer" : "add_reader", ret);
+    }
+    luaL_unref(L, LUA_REGISTRYINDEX, old);
+    return 0;
+}
+
+static int remove_cb(lua_State *L, bool write)
+{
+    lloop *ll = check_loop(L, 1);
+    lua_Integer fd = luaL_checkinteger(L, 2);
+    lfd *r = fd >= 0 && fd < ll->nfds ? ll->fds[fd] : NULL;
+    int *slot;
+
+    if (r == NULL || *(slot = write ? &r->wref : &r->rref) == LUA_NOREF) {
+        lua_pushboolean(L, 0);
+        return 1;
+    }
+    luaL_unref(L, LUA_REGISTRYINDEX, *slot);
+    *slot = LUA_NOREF;
+    (void)fd_sync(L, ll, r); /* (fewer events: cannot fail) */
+    lua_pushboolean(L, 1);
+    return 1;
+}
+
+static int l_add_reader(lua_State *L) { return add_cb(L, false); }
+static int l_add_writer(lua_State *L) { return add_cb(L, true); }
+static int l_remove_reader(lua_State *L) { return remove_cb(L, false); }
+static int l_remove_writer(lua_State *L) { return remove_cb(L, true); }
+
+/* --------------------------------------------------------- call_soon */
+
+/* Runs the handles queued so far (those queued meanwhile: next time). */
+static void run_soon(void *opaque)
+{
+    lloop *ll = opaque;
+    lua_State *L = ll->L;
+    int n = ll->nsoon;
+    int *batch;
+
+    if (n == 0 || L == NULL) {
+        return;
+    }
+    batch = ll->soon;
+    ll->soon = NULL;
+    ll->nsoon = ll->capsoon = 0;
+    for (int i = 0; i < n; i++) {
+        lhandle *h;
+        int fref;
+
+        lua_rawgeti(L, LUA_REGISTRYINDEX, batch[i]);
+        h = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        luaL_unref(L, LUA_REGISTRYINDEX, batch[i]);
+        if (h == NULL) {
+            continue;
+        }
+        h->selfref = LUA_NOREF;
+        fref = h->fref;
+        if (fref == LUA_NOREF) {
+            continue; /* cancelled */
+        }
+        h->fref = LUA_NOREF;
+        run_ref(ll, fref);
+        luaL_unref(L, LUA_REGISTRYINDEX, fref);
+    }
+    free(batch);
+}
+
+static int l_call_soon(lua_State *L)
+{
+    lloop *ll = check_loop(L, 1);
+    lhandle *h;
+
+    luaL_checktype(L, 2, LUA_TFUNCTION);
+    if (ll->nsoon == ll->capsoon) {
+        int cap = ll->capsoon ? ll->capsoon * 2 : 16;
+        int *grown = realloc(ll->soon, (size_t)cap * sizeof(*grown));
+
+        if (grown == NULL) {
+            return fail(L, "call_soon", -ENOMEM);
+        }
+        ll->soon = grown;
+        ll->capsoon = cap;
+    }
+    h = lua_newuserdatauv(L, sizeof(*h), 0);
+    h->fref = LUA_NOREF;
+    h->selfref = LUA_NOREF;
+    luaL_setmetatable(L, HANDLE_MT);
+    lua_insert(L, 2); /* below the function and its arguments */
+    h->fref = pack_call(L, 3);
+    lua_settop(L, 2);
+    lua_pushvalue(L, 2);
+    h->selfref = luaL_ref(L, LUA_REGISTRYINDEX);
+    ll->soon[ll->nsoon++] = h->selfref;
+    aiol_bh_schedule(ll->soon_bh);
+    return 1;
+}
+
+static int l_handle_cancel(lua_State *L)
+{
+    lhandle *h = luaL_checkudata(L, 1, HANDLE_MT);
+
+    if (h->fref != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, h->fref); /* (its slot in the
+                                                     queue is skipped) */
+        h->fref = LUA_NOREF;
+    }
+    return 0;
+}
+
+static int l_handle_cancelled(lua_State *L)
+{
+    lhandle *h = luaL_checkudata(L, 1, HANDLE_MT);
+
+    lua_pushboolean(L, h->fref == LUA_NOREF);
+    return 1;
+}
+
+/* -------------------------------------------------------- call_later */
+
+static void timer_disarm(lua_State *L, ltimer *t)
+{
+    if (t->fref != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, t->fref);
+        t->fref = LUA_NOREF;
+    }
+    if (t->selfref != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, t->selfref);
+        t->selfref = LUA_NOREF;
+    }
+}
+
+static void on_timer(void *opaque)
+{
+    ltimer *t = opaque;
+    lua_State *L = t->ll != NULL ? t->ll->L : NULL;
+    int fref = t->fref, self = t->selfref;
+
+    if (L == NULL || fref == LUA_NOREF) {
+        return;
+    }
+    /* fired: no longer armed, but alive until the call returns */
+    t->fref = t->selfref = LUA_NOREF;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, self);
+    luaL_unref(L, LUA_REGISTRYINDEX, self);
+    run_ref(t->ll, fref);
+    luaL_unref(L, LUA_REGISTRYINDEX, fref);
+    lua_pop(L, 1);
+}
+
+static int l_call_later(lua_State *L)
+{
+    lloop *ll = check_loop(L, 1);
+    lua_Number delay = luaL_checknumber(L, 2);
+    aiol_clock *c = aiol_loop_clock(ll->loop);
+    ltimer *t;
+    int64_t ns;
+    int ret;
+
+    luaL_argcheck(L, delay == delay, 2, "not a number"); /* NaN */
+    luaL_checktype(L, 3, LUA_TFUNCTION);
+    t = lua_newuserdatauv(L, sizeof(*t), 0);
+    *t = (ltimer){ NULL, NULL, LUA_NOREF, LUA_NOREF, NULL, NULL };
+    luaL_setmetatable(L, TIMER_MT);
+    ret = aiol_timer_new(c, on_timer, t, &t->timer);
+    if (ret < 0) {
+        t->timer = NULL;
+        return fail(L, "call_later", ret);
+    }
+    t->ll = ll;
+    t->next = ll->timers;
+    if (ll->timers != NULL) {
+        ll->timers->prev = t;
+    }
+    ll->timers = t;
+    delay = delay < 0 ? 0 : delay > 1e9 ? 1e9 : delay;
+    ns = aiol_clock_get_ns(c) + (int64_t)(delay * 1e9);
+    ret = aiol_timer_mod(t->timer, ns);
+    if (ret < 0) {
+        return fail(L, "call_later", ret); /* (__gc frees the timer) */
+    }
+    lua_insert(L, 3);
+    t->fref = pack_call(L, 4);
+    lua_settop(L, 3);
+    lua_pushvalue(L, 3);
+    t->selfref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 1;
+}
+
+static int l_timer_cancel(lua_State *L)
+{
+    ltimer *t = luaL_checkudata(L, 1, TIMER_MT);
+
+    if (t->timer != NULL) {
+        aiol_timer_cancel(t->timer);
+    }
+    timer_disarm(L, t);
+    return 0;
+}
+
+/* Off its loop's list, its aiol_timer freed. */
+static void timer_release(ltimer *t)
+{
+    if (t->ll != NULL) {
+        if (t->prev != NULL) {
+            t->prev->next = t->next;
+        } else {
+            t->ll->timers = t->next;
+        }
+        if (t->next != NULL) {
+            t->next->prev = t->prev;
+        }
+        t->ll = NULL;
+    }
+    if (t->timer != NULL) {
+        aiol_timer_free(t->timer);
+        t->timer = NULL;
+    }
+}
+
+static int l_timer_gc(lua_State *L)
+{
+    ltimer *t = luaL_checkudata(L, 1, TIMER_MT);
+
+    /* (unreachable, so not armed: an armed timer is anchored) */
+    timer_release(t);
+    timer_disarm(L, t);
+    return 0;
+}
+
+static int l_timer_armed(lua_State *L)
+{
+    ltimer *t = luaL_checkudata(L, 1, TIMER_MT);
+
+    lua_pushboolean(L, t->fref != LUA_NOREF);
+    return 1;
+}
+
+/* ----------------------------------------------------------- the loop */
+
+static int l_new(lua_State *L)
+{
+    const char *backend = luaL_optstring(L, 1, NULL);
+    lloop *ll = lua_newuserdatauv(L, sizeof(*ll), 0);
+    int ret;
+
+    memset(ll, 0, sizeof(*ll));
+    ll->errref = LUA_NOREF;
+    luaL_setmetatable(L, LOOP_MT);
+    ret = aiol_loop_new(&ll->loop, backend);
+    if (ret < 0) {
+        ll->loop = NULL;
+        return luaL_error(L, "aioloop.new(%s): %s",
+                          backend ? backend : "default", strerror(-ret));
+    }
+    ret = aiol_bh_new(ll->loop, run_soon, ll, &ll->soon_bh);
+    if (ret < 0) {
+        aiol_loop_free(ll->loop);
+        ll->loop = NULL;
+        return fail(L, "aioloop.new", ret);
+    }
+    return 1;
+}
+
+static int l_poll(lua_State *L)
+{
+    lloop *ll = check_loop(L, 1);
+    bool blocking = lua_isnoneornil(L, 2) ? true : lua_toboolean(L, 2);
+    lua_State *outer = ll->L;
+    bool progress;
+
+    ll->L = L;
+    ll->depth++;
+    progress = aiol_loop_poll(ll->loop, blocking);
+    ll->depth--;
+    ll->L = outer;
+    if (ll->errref != LUA_NOREF) {
+        /* back out of libaioloop: raise what a callback raised */
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ll->errref);
+        luaL_unref(L, LUA_REGISTRYINDEX, ll->errref);
+        ll->errref = LUA_NOREF;
+        return lua_error(L);
+    }
+    lua_pushboolean(L, progress);
+    return 1;
+}
+
+static int l_notify(lua_State *L)
+{
+    aiol_loop_notify(check_loop(L, 1)->loop);
+    return 0;
+}
+
+static int l_backend(lua_State *L)
+{
+    lua_pushstring(L, aiol_loop_backend(check_loop(L, 1)->loop));
+    return 1;
+}
+
+static int l_time(lua_State *L)
+{
+    lloop *ll = check_loop(L, 1);
+
+    lua_pushnumber(L, (lua_Number)aiol_clock_get_ns(
+                          aiol_loop_clock(ll->loop)) / 1e9);
+    return 1;
+}
+
+static int l_stats(lua_State *L)
+{
+    aiol_loop_stats s;
+
+    aiol_loop_stats_get(check_loop(L, 1)->loop, &s);
+    lua_createtable(L, 0, 8);
+#define F(name)                                 \
+    lua_pushinteger(L, (lua_Integer)s.name);    \
+    lua_setfield(L, -2, #name)
+    F(iterations);
+    F(monitor_waits);
+    F(monitor_ctls);
+    F(handler_visits);
+    F(callbacks);
+    F(bh_runs);
+    F(timer_runs);
+    F(notify_kicks);
+#undef F
+    return 1;
+}
+
+static int l_closed(lua_State *L)
+{
+    lloop *ll = luaL_checkudata(L, 1, LOOP_MT);
+
+    lua_pushboolean(L, ll->loop == NULL);
+    return 1;
+}
+
+/* Drops every handler, queued call and armed timer's anchor; frees the
+ * loop.  Idempotent; __gc and __close call it too. */
+static int l_close(lua_State *L)
+{
+    lloop *ll = luaL_checkudata(L, 1, LOOP_MT);
+
+    if (ll->loop == NULL) {
+        return 0;
+    }
+    if (ll->depth > 0) {
+        return luaL_error(L, "close() from inside the loop's own poll");
+    }
+    for (int fd = 0; fd < ll->nfds; fd++) {
+        lfd *r = ll->fds[fd];
+
+        if (r != NULL) {
+            luaL_unref(L, LUA_REGISTRYINDEX, r->rref);
+            luaL_unref(L, LUA_REGISTRYINDEX, r->wref);
+            aiol_fd_remove(ll->loop, fd);
+            free(r);
+        }
+    }
+    free(ll->fds);
+    ll->fds = NULL;
+    ll->nfds = 0;
+    for (int i = 0; i < ll->nsoon; i++) {
+        lhandle *h;
+
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ll->soon[i]);
+        h = lua_touserdata(L, -1);
+        lua_pop(L, 1);
+        luaL_unref(L, LUA_REGISTRYINDEX, ll->soon[i]);
+        if (h != NULL) {
+            luaL_unref(L, LUA_REGISTRYINDEX, h->fref);
+            h->fref = h->selfref = LUA_NOREF;
+        }
+    }
+    free(ll->soon);
+    ll->soon = NULL;
+    ll->nsoon = ll->capsoon = 0;
+    aiol_bh_delete(ll->soon_bh);
+    while (ll->timers != NULL) {
+        ltimer *t = ll->timers;
+
+        timer_release(t);
+        timer_disarm(L, t); /* (an armed one is garbage from now on) */
+    }
+    aiol_loop_free(ll->loop);
+    ll->loop = NULL;
+    if (ll->errref != LUA_NOREF) {
+        luaL_unref(L, LUA_REGISTRYINDEX, ll->errref);
+        ll->errref = LUA_NOREF;
+    }
+    return 0;
+}
+
+static const luaL_Reg loop_methods[] = {
+    { "add_reader", l_add_reader },
+    { "add_writer", l_add_writer },
+    { "remove_reader", l_remove_reader },
+    { "remove_writer", l_remove_writer },
+    { "call_soon", l_call_soon },
+    { "call_later", l_call_later },
+    { "notify", l_notify },
+    { "poll", l_poll },
+    { "stats", l_stats },
+    { "backend", l_backend },
+    { "time", l_time },
+    { "close", l_close },
+    { "closed", l_closed },
+    { NULL, NULL },
+};
+
+static const luaL_Reg timer_methods[] = {
+    { "cancel", l_timer_cancel },
+    { "armed", l_timer_armed },
+    { NULL, NULL },
+};
+
+static const luaL_Reg handle_methods[] = {
+    { "cancel", l_handle_cancel },
+    { "cancelled", l_handle_cancelled },
+    { NULL, NULL },
+};
+
+static void new_class(lua_State *L, const char *name, const luaL_Reg *m,
+                      lua_CFunction gc)
+{
+    luaL_newmetatable(L, name);
+    lua_newtable(L);
+    luaL_setfuncs(L, m, 0);
+    lua_setfield(L, -2, "__index");
+    if (gc != NULL) {
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__gc");
+        lua_pushcfunction(L, gc);
+        lua_setfield(L, -2, "__close");
+    }
+    lua_pushstring(L, name);
+    lua_setfield(L, -2, "__name");
+    lua_pop(L, 1);
+}
+
+/* __close/__gc of the files aioloop.pipe() makes (as liolib's io_fclose) */
+static int pipe_fclose(lua_State *L)
+{
+    luaL_Stream *p = luaL_checkudata(L, 1, LUA_FILEHANDLE);
+    int res = fclose(p->f);
+
+    return luaL_fileresult(L, res == 0, NULL);
+}
+
+static FILE **new_file(lua_State *L)
+{
+    luaL_Stream *p = lua_newuserdatauv(L, sizeof(luaL_Stream), 0);
+
+    p->closef = NULL; /* (closed until it has a FILE) */
+    luaL_setmetatable(L, LUA_FILEHANDLE);
+    return &p->f;
+}
+
+/*
+ * aioloop.pipe() -> r, w: a non-blocking, close-on-exec pipe as two Lua
+ * file objects (Lua has none of its own), for self-pipes and tests.
+ */
+static int l_pipe(lua_State *L)
+{
+    int fds[2];
+    FILE **r, **w;
+
+    if (pipe2(fds, O_NONBLOCK | O_CLOEXEC) < 0) {
+        return luaL_fileresult(L, 0, "pipe");
+    }
+    r = new_file(L);
+    w = new_file(L);
+    *r = fdopen(fds[0], "r");
+    *w = fdopen(fds[1], "w");
+    if (*r == NULL || *w == NULL) {
+        int err = errno;
+
+        if (*r == NULL) {
+            close(fds[0]);
+        }
+        if (*w == NULL) {
+            close(fds[1]);
+        }
+        errno = err;
+        return luaL_fileresult(L, 0, "pipe"); /* (a made FILE is closed
+                                                 by its __gc) */
+    }
+    setvbuf(*w, NULL, _IONBF, 0); /* (writes go out at once) */
+    ((luaL_Stream *)lua_touserdata(L, -2))->closef = pipe_fclose;
+    ((luaL_Stream *)lua_touserdata(L, -1))->closef = pipe_fclose;
+    return 2;
+}
+
+/* aioloop.fileno(file): the fd of a Lua file object (io.open...). */
+static int l_fileno(lua_State *L)
+{
+    luaL_Stream *s = luaL_checkudata(L, 1, LUA_FILEHANDLE);
+
+    if (s->closef == NULL || s->f == NULL) {
+        return luaL_argerror(L, 1, "closed file");
+    }
+    lua_pushinteger(L, fileno(s->f));
+    return 1;
+}
+
+int luaopen_aioloop(lua_State *L)
+{
+    static const luaL_Reg fns[] = {
+        { "new", l_new },
+        { "fileno", l_fileno },
+        { "pipe", l_pipe },
+        { NULL, NULL },
+    };
+
+    new_class(L, LOOP_MT, loop_methods, l_close);
+    new_class(L, TIMER_MT, timer_methods, l_timer_gc);
+    new_class(L, HANDLE_MT, handle_methods, NULL);
+    luaL_newlib(L, fns);
+    lua_createtable(L, 3, 0);
+    lua_pushstring(L, "epoll");
+    lua_rawseti(L, -2, 1);
+    lua_pushstring(L, "io_uring");
+    lua_rawseti(L, -2, 2);
+    lua_pushstring(L, "poll");
+    lua_rawseti(L, -2, 3);
+    lua_setfield(L, -2, "BACKENDS");
+    return 1;
+}
