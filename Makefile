@@ -28,7 +28,7 @@ DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
 CHECK_OPTS := -Dglib=enabled -Dlibev=enabled -Dlua=enabled
 # The peers `make bench` compares against, the plots and the syscall count.
 BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
-              strace python3-uvloop qemu-system-common
+              strace python3-uvloop qemu-system-common lua-luv
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
@@ -37,7 +37,8 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-stock check-guest check-vhost-guest \
         check-qtest check-install clean-qemu \
-        check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest
+        check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
+        bench-lua
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD) $(CHECK_OPTS)
@@ -159,6 +160,7 @@ bench: bench-deps
 	done
 	/usr/bin/python3 bench/run.py $(BUILD_BENCH) $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-python
+	@$(MAKE) --no-print-directory bench-lua
 	@$(MAKE) --no-print-directory bench-vmm
 	@$(MAKE) --no-print-directory bench-vhost
 	@$(MAKE) --no-print-directory bench-vhost-guest
@@ -172,6 +174,16 @@ bench-python: bench-deps
 	PYTHONPATH=$(BUILD_BENCH)/bindings/python /usr/bin/python3 bench/python_bench.py \
 	  $(if $(findstring --quick,$(BENCH_ARGS)),--quick) \
 	  --json $(BUILD_BENCH)/bench-results/python.json
+
+# Lua-level dispatch and call_soon: the Lua binding against luv (libuv
+# for Lua 5.4), interleaved (bench/lua_bench.lua).
+bench-lua: bench-deps
+	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
+	ninja -C $(BUILD_BENCH)
+	@mkdir -p $(BUILD_BENCH)/bench-results
+	LUA_CPATH='$(BUILD_BENCH)/bindings/lua/?.so;;' lua5.4 bench/lua_bench.lua \
+	  $(if $(findstring --quick,$(BENCH_ARGS)),3,9) \
+	  --json $(BUILD_BENCH)/bench-results/lua.json
 
 # aioloop-vhost-blk against qemu-storage-daemon's vhost-user-blk export,
 # same image, same run, driven by our host-side frontend

@@ -6,7 +6,8 @@
  *   loop:add_reader(fd, f) / add_writer / remove_reader / remove_writer
  *   loop:call_soon(f, ...) -> handle (:cancel())
  *   loop:call_later(seconds, f, ...) -> timer (:cancel())
- *   loop:notify(), loop:poll([blocking]), loop:stats(), loop:backend(),
+ *   loop:notify(), loop:poll([blocking]), loop:run(), loop:stop(),
+ *   loop:stats(), loop:backend(),
  *   loop:time(), loop:close(), loop:closed()
  *   aioloop.fileno(file) -> the fd of a Lua file object
  *   aioloop.pipe() -> r, w: a non-blocking pipe as two Lua files
@@ -47,11 +48,9 @@ typedef struct lfd {
     int rref, wref;
 } lfd;
 
-/* A call_soon handle (userdata): anchored while queued. */
-typedef struct lhandle {
-    int fref;           /* the packed call: {f, args...}; LUA_NOREF: done */
-    int selfref;        /* anchors the userdata while queued */
-} lhandle;
+/* A call_soon handle is a userdata whose user value is the call (the
+ * function, or {f, args..., n = count}), nil once run or cancelled; the
+ * loop's queue table anchors it while queued. */
 
 /* A call_later timer (userdata): anchored while armed; on its loop's
  * list from creation to __gc (or the loop's close). */
@@ -68,12 +67,13 @@ struct lloop {
     aiol_loop *loop;    /* NULL once closed */
     lua_State *L;       /* the Lua thread of the running :poll() */
     int depth;          /* :poll() nesting */
+    bool stop;          /* :stop() was called: the innermost :run() ends */
     int errref;         /* the held error (traceback), LUA_NOREF */
     lfd **fds;          /* by fd number */
     int nfds;
     aiol_bh *soon_bh;   /* runs the call_soon queue */
-    int *soon;          /* queued handles' selfrefs, FIFO */
-    int nsoon, capsoon;
+    int qref;           /* the queue table: handles at [qhead+1, qtail] */
+    lua_Integer qhead, qtail;
     ltimer *timers;     /* every live timer of this loop */
 };
 
@@ -95,11 +95,16 @@ static int fail(lua_State *L, const char *what, int err)
     return luaL_error(L, "%s: %s", what, strerror(-err));
 }
 
-/* Packs the function at @i and the values after it into a table; ref. */
+/* Packs the function at @i and the values after it into a table (just
+ * the function when there are none); a registry ref to it. */
 static int pack_call(lua_State *L, int i)
 {
     int top = lua_gettop(L);
 
+    if (top == i) {
+        lua_pushvalue(L, i); /* no arguments: the function itself */
+        return luaL_ref(L, LUA_REGISTRYINDEX);
+    }
     lua_createtable(L, top - i + 1, 1);
     for (int k = i; k <= top; k++) {
         lua_pushvalue(L, k);
@@ -276,90 +281,136 @@ static int l_remove_writer(lua_State *L) { return remove_cb(L, true); }
 
 /* --------------------------------------------------------- call_soon */
 
-/* Runs the handles queued so far (those queued meanwhile: next time). */
+/*
+ * Pushes the call held by the handle at @h and returns its argument
+ * count (the callable first), or -1 when it was cancelled.  Marks the
+ * handle done.
+ */
+static int push_call(lua_State *L, int h)
+{
+    int n = 0;
+
+    if (lua_getiuservalue(L, h, 1) == LUA_TTABLE) {
+        int t = lua_gettop(L);
+
+        lua_getfield(L, t, "n");
+        n = (int)lua_tointeger(L, -1) - 1;
+        lua_pop(L, 1);
+        luaL_checkstack(L, n + 1, "call_soon arguments");
+        for (int k = 1; k <= n + 1; k++) {
+            lua_rawgeti(L, t, k);
+        }
+        lua_remove(L, t);
+    } else if (lua_isnil(L, -1)) {
+        lua_pop(L, 1);
+        return -1;
+    }
+    lua_pushnil(L);
+    lua_setiuservalue(L, h, 1); /* done: cancel() is a no-op now */
+    return n;
+}
+
+/*
+ * Runs queued calls up to index lua_tointeger(1) in one protected call
+ * (the queue table at upvalue... passed as argument 2).  ll->qhead moves
+ * before each call, so after an error the caller resumes after it.
+ */
+static int run_batch(lua_State *L)
+{
+    lloop *ll = lua_touserdata(L, 1);
+    lua_Integer last = lua_tointeger(L, 2);
+
+    while (ll->qhead < last && ll->loop != NULL) {
+        lua_Integer i = ++ll->qhead;
+        int n;
+
+        lua_rawgeti(L, 3, i);           /* the handle */
+        lua_pushnil(L);
+        lua_rawseti(L, 3, i);
+        n = push_call(L, lua_gettop(L));
+        if (n >= 0) {
+            lua_call(L, n, 0);
+        }
+        lua_settop(L, 3);
+    }
+    return 0;
+}
+
+/* The bottom half: the calls queued so far, in order (those queued
+ * meanwhile run at the next iteration); errors held as run_ref()'s. */
 static void run_soon(void *opaque)
 {
     lloop *ll = opaque;
     lua_State *L = ll->L;
-    int n = ll->nsoon;
-    int *batch;
+    lua_Integer last = ll->qtail;
+    int base;
 
-    if (n == 0 || L == NULL) {
+    if (L == NULL || !lua_checkstack(L, 8)) {
         return;
     }
-    batch = ll->soon;
-    ll->soon = NULL;
-    ll->nsoon = ll->capsoon = 0;
-    for (int i = 0; i < n; i++) {
-        lhandle *h;
-        int fref;
-
-        lua_rawgeti(L, LUA_REGISTRYINDEX, batch[i]);
-        h = lua_touserdata(L, -1);
-        lua_pop(L, 1);
-        luaL_unref(L, LUA_REGISTRYINDEX, batch[i]);
-        if (h == NULL) {
-            continue;
+    base = lua_gettop(L);
+    while (ll->qhead < last && ll->loop != NULL) {
+        lua_pushcfunction(L, traceback);
+        lua_pushcfunction(L, run_batch);
+        lua_pushlightuserdata(L, ll);
+        lua_pushinteger(L, last);
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);
+        if (lua_pcall(L, 3, 0, base + 1) != LUA_OK) {
+            if (ll->errref == LUA_NOREF) {
+                ll->errref = luaL_ref(L, LUA_REGISTRYINDEX);
+            } else {
+                lua_pop(L, 1); /* (the first error wins) */
+            }
         }
-        h->selfref = LUA_NOREF;
-        fref = h->fref;
-        if (fref == LUA_NOREF) {
-            continue; /* cancelled */
-        }
-        h->fref = LUA_NOREF;
-        run_ref(ll, fref);
-        luaL_unref(L, LUA_REGISTRYINDEX, fref);
+        lua_settop(L, base);
     }
-    free(batch);
+    if (ll->qtail > ll->qhead && ll->loop != NULL) {
+        aiol_bh_schedule(ll->soon_bh); /* queued meanwhile: next time */
+    }
 }
 
 static int l_call_soon(lua_State *L)
 {
     lloop *ll = check_loop(L, 1);
-    lhandle *h;
+    int top = lua_gettop(L);
 
     luaL_checktype(L, 2, LUA_TFUNCTION);
-    if (ll->nsoon == ll->capsoon) {
-        int cap = ll->capsoon ? ll->capsoon * 2 : 16;
-        int *grown = realloc(ll->soon, (size_t)cap * sizeof(*grown));
-
-        if (grown == NULL) {
-            return fail(L, "call_soon", -ENOMEM);
-        }
-        ll->soon = grown;
-        ll->capsoon = cap;
-    }
-    h = lua_newuserdatauv(L, sizeof(*h), 0);
-    h->fref = LUA_NOREF;
-    h->selfref = LUA_NOREF;
+    lua_newuserdatauv(L, 1, 1);
     luaL_setmetatable(L, HANDLE_MT);
-    lua_insert(L, 2); /* below the function and its arguments */
-    h->fref = pack_call(L, 3);
-    lua_settop(L, 2);
-    lua_pushvalue(L, 2);
-    h->selfref = luaL_ref(L, LUA_REGISTRYINDEX);
-    ll->soon[ll->nsoon++] = h->selfref;
-    aiol_bh_schedule(ll->soon_bh);
+    if (top == 2) {
+        lua_pushvalue(L, 2);
+    } else {
+        lua_createtable(L, top - 1, 1);
+        for (int k = 2; k <= top; k++) {
+            lua_pushvalue(L, k);
+            lua_rawseti(L, -2, k - 1);
+        }
+        lua_pushinteger(L, top - 1);
+        lua_setfield(L, -2, "n");
+    }
+    lua_setiuservalue(L, -2, 1);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);
+    lua_pushvalue(L, -2);
+    lua_rawseti(L, -2, ++ll->qtail);
+    lua_pop(L, 1);
+    if (ll->qtail == ll->qhead + 1) {
+        aiol_bh_schedule(ll->soon_bh); /* (the first of a batch) */
+    }
     return 1;
 }
 
 static int l_handle_cancel(lua_State *L)
 {
-    lhandle *h = luaL_checkudata(L, 1, HANDLE_MT);
-
-    if (h->fref != LUA_NOREF) {
-        luaL_unref(L, LUA_REGISTRYINDEX, h->fref); /* (its slot in the
-                                                     queue is skipped) */
-        h->fref = LUA_NOREF;
-    }
+    luaL_checkudata(L, 1, HANDLE_MT);
+    lua_pushnil(L);
+    lua_setiuservalue(L, 1, 1); /* (its queue slot is skipped) */
     return 0;
 }
 
 static int l_handle_cancelled(lua_State *L)
 {
-    lhandle *h = luaL_checkudata(L, 1, HANDLE_MT);
-
-    lua_pushboolean(L, h->fref == LUA_NOREF);
+    luaL_checkudata(L, 1, HANDLE_MT);
+    lua_pushboolean(L, lua_getiuservalue(L, 1, 1) == LUA_TNIL);
     return 1;
 }
 
@@ -493,7 +544,10 @@ static int l_new(lua_State *L)
 
     memset(ll, 0, sizeof(*ll));
     ll->errref = LUA_NOREF;
+    ll->qref = LUA_NOREF;
     luaL_setmetatable(L, LOOP_MT);
+    lua_newtable(L);
+    ll->qref = luaL_ref(L, LUA_REGISTRYINDEX);
     ret = aiol_loop_new(&ll->loop, backend);
     if (ret < 0) {
         ll->loop = NULL;
@@ -509,6 +563,17 @@ static int l_new(lua_State *L)
     return 1;
 }
 
+/* Back out of libaioloop: raises what a callback raised, if anything. */
+static void raise_held(lua_State *L, lloop *ll)
+{
+    if (ll->errref != LUA_NOREF) {
+        lua_rawgeti(L, LUA_REGISTRYINDEX, ll->errref);
+        luaL_unref(L, LUA_REGISTRYINDEX, ll->errref);
+        ll->errref = LUA_NOREF;
+        lua_error(L);
+    }
+}
+
 static int l_poll(lua_State *L)
 {
     lloop *ll = check_loop(L, 1);
@@ -521,15 +586,41 @@ static int l_poll(lua_State *L)
     progress = aiol_loop_poll(ll->loop, blocking);
     ll->depth--;
     ll->L = outer;
-    if (ll->errref != LUA_NOREF) {
-        /* back out of libaioloop: raise what a callback raised */
-        lua_rawgeti(L, LUA_REGISTRYINDEX, ll->errref);
-        luaL_unref(L, LUA_REGISTRYINDEX, ll->errref);
-        ll->errref = LUA_NOREF;
-        return lua_error(L);
-    }
+    raise_held(L, ll);
     lua_pushboolean(L, progress);
     return 1;
+}
+
+/*
+ * loop:run(): polls (blocking) until loop:stop(), in C, so an iteration
+ * costs no return to Lua; raises a callback's error as :poll() does.
+ */
+static int l_run(lua_State *L)
+{
+    lloop *ll = check_loop(L, 1);
+    lua_State *outer = ll->L;
+
+    ll->stop = false;
+    ll->L = L;
+    ll->depth++;
+    while (!ll->stop && ll->errref == LUA_NOREF && ll->loop != NULL) {
+        aiol_loop_poll(ll->loop, true);
+    }
+    ll->depth--;
+    ll->L = outer;
+    ll->stop = false;
+    raise_held(L, ll);
+    return 0;
+}
+
+/* loop:stop(): the running loop:run() returns after this iteration. */
+static int l_stop(lua_State *L)
+{
+    lloop *ll = check_loop(L, 1);
+
+    ll->stop = true;
+    aiol_loop_notify(ll->loop);
+    return 0;
 }
 
 static int l_notify(lua_State *L)
@@ -607,21 +698,19 @@ static int l_close(lua_State *L)
     free(ll->fds);
     ll->fds = NULL;
     ll->nfds = 0;
-    for (int i = 0; i < ll->nsoon; i++) {
-        lhandle *h;
-
-        lua_rawgeti(L, LUA_REGISTRYINDEX, ll->soon[i]);
-        h = lua_touserdata(L, -1);
-        lua_pop(L, 1);
-        luaL_unref(L, LUA_REGISTRYINDEX, ll->soon[i]);
-        if (h != NULL) {
-            luaL_unref(L, LUA_REGISTRYINDEX, h->fref);
-            h->fref = h->selfref = LUA_NOREF;
+    /* queued calls: cancelled, so their handles say so */
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);
+    for (lua_Integer i = ll->qhead + 1; i <= ll->qtail; i++) {
+        if (lua_rawgeti(L, -1, i) == LUA_TUSERDATA) {
+            lua_pushnil(L);
+            lua_setiuservalue(L, -2, 1);
         }
+        lua_pop(L, 1);
     }
-    free(ll->soon);
-    ll->soon = NULL;
-    ll->nsoon = ll->capsoon = 0;
+    lua_pop(L, 1);
+    luaL_unref(L, LUA_REGISTRYINDEX, ll->qref);
+    ll->qref = LUA_NOREF;
+    ll->qhead = ll->qtail = 0;
     aiol_bh_delete(ll->soon_bh);
     while (ll->timers != NULL) {
         ltimer *t = ll->timers;
@@ -647,6 +736,8 @@ static const luaL_Reg loop_methods[] = {
     { "call_later", l_call_later },
     { "notify", l_notify },
     { "poll", l_poll },
+    { "run", l_run },
+    { "stop", l_stop },
     { "stats", l_stats },
     { "backend", l_backend },
     { "time", l_time },

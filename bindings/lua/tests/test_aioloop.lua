@@ -267,6 +267,26 @@ function T.test_lifetimes_flat()
   end)
 end
 
+function T.test_run_and_stop()
+  with_loop(function(loop)
+    local n = 0
+    local function again()
+      n = n + 1
+      if n == 100 then loop:stop() else loop:call_soon(again) end
+    end
+    loop:call_soon(again)
+    loop:call_later(0.01, function() n = n + 1000 end) -- (not reached)
+    loop:run()
+    assert(n == 100, n)
+    -- an error ends run() with it; the loop is usable after
+    loop:call_soon(function() error("from run") end)
+    local ok, err = pcall(loop.run, loop)
+    assert(not ok and err:find("from run", 1, true), err)
+    loop:call_soon(function() loop:stop() end)
+    loop:run()
+  end)
+end
+
 function T.test_notify()
   with_loop(function(loop)
     loop:notify()
