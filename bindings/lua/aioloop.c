@@ -369,14 +369,27 @@ static void run_soon(void *opaque)
     }
 }
 
+/*
+ * The hot path: upvalue 1 is the loop metatable and 2 the handle's, so
+ * neither check nor creation looks a metatable up by name.
+ */
 static int l_call_soon(lua_State *L)
 {
-    lloop *ll = check_loop(L, 1);
+    lloop *ll = lua_touserdata(L, 1);
     int top = lua_gettop(L);
 
+    if (ll == NULL || !lua_getmetatable(L, 1) ||
+        !lua_rawequal(L, -1, lua_upvalueindex(1))) {
+        return luaL_typeerror(L, 1, LOOP_MT);
+    }
+    lua_pop(L, 1);
+    if (ll->loop == NULL) {
+        return luaL_error(L, "the loop is closed");
+    }
     luaL_checktype(L, 2, LUA_TFUNCTION);
     lua_newuserdatauv(L, 1, 1);
-    luaL_setmetatable(L, HANDLE_MT);
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_setmetatable(L, -2);
     if (top == 2) {
         lua_pushvalue(L, 2);
     } else {
@@ -732,7 +745,6 @@ static const luaL_Reg loop_methods[] = {
     { "add_writer", l_add_writer },
     { "remove_reader", l_remove_reader },
     { "remove_writer", l_remove_writer },
-    { "call_soon", l_call_soon },
     { "call_later", l_call_later },
     { "notify", l_notify },
     { "poll", l_poll },
@@ -853,6 +865,14 @@ int luaopen_aioloop(lua_State *L)
     new_class(L, LOOP_MT, loop_methods, l_close);
     new_class(L, TIMER_MT, timer_methods, l_timer_gc);
     new_class(L, HANDLE_MT, handle_methods, NULL);
+    /* loop:call_soon, with both metatables as upvalues (above) */
+    luaL_getmetatable(L, LOOP_MT);
+    lua_getfield(L, -1, "__index");
+    luaL_getmetatable(L, LOOP_MT);
+    luaL_getmetatable(L, HANDLE_MT);
+    lua_pushcclosure(L, l_call_soon, 2);
+    lua_setfield(L, -2, "call_soon");
+    lua_pop(L, 2);
     luaL_newlib(L, fns);
     lua_createtable(L, 3, 0);
     lua_pushstring(L, "epoll");
