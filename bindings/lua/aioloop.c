@@ -95,23 +95,31 @@ static int fail(lua_State *L, const char *what, int err)
     return luaL_error(L, "%s: %s", what, strerror(-err));
 }
 
-/* Packs the function at @i and the values after it into a table (just
- * the function when there are none); a registry ref to it. */
+/*
+ * Pushes the call made of the function at @first and the values after it
+ * up to @last: the function itself when there are none, else a table
+ * {f, args..., n = count} (run_ref() and push_call() unpack it).
+ */
+static void push_packed(lua_State *L, int first, int last)
+{
+    if (last == first) {
+        lua_pushvalue(L, first);
+        return;
+    }
+    lua_createtable(L, last - first + 1, 1);
+    for (int k = first; k <= last; k++) {
+        lua_pushvalue(L, k);
+        lua_rawseti(L, -2, k - first + 1);
+    }
+    lua_pushinteger(L, last - first + 1);
+    lua_setfield(L, -2, "n");
+}
+
+/* push_packed() of the function at @i and everything above it; a
+ * registry ref to it. */
 static int pack_call(lua_State *L, int i)
 {
-    int top = lua_gettop(L);
-
-    if (top == i) {
-        lua_pushvalue(L, i); /* no arguments: the function itself */
-        return luaL_ref(L, LUA_REGISTRYINDEX);
-    }
-    lua_createtable(L, top - i + 1, 1);
-    for (int k = i; k <= top; k++) {
-        lua_pushvalue(L, k);
-        lua_rawseti(L, -2, k - i + 1);
-    }
-    lua_pushinteger(L, top - i + 1);
-    lua_setfield(L, -2, "n");
+    push_packed(L, i, lua_gettop(L));
     return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
@@ -187,7 +195,7 @@ static void on_write(void *opaque)
 }
 
 /* Makes the loop's handler of r->fd match its refs; frees r when none. */
-static int fd_sync(lua_State *L, lloop *ll, lfd *r)
+static int fd_sync(lloop *ll, lfd *r)
 {
     int ret;
 
@@ -200,7 +208,6 @@ static int fd_sync(lua_State *L, lloop *ll, lfd *r)
     ret = aiol_fd_set(ll->loop, r->fd,
                       r->rref != LUA_NOREF ? on_read : NULL,
                       r->wref != LUA_NOREF ? on_write : NULL, NULL, r);
-    (void)L;
     return ret;
 }
 
@@ -242,14 +249,13 @@ static int add_cb(lua_State *L, bool write)
     lua_pushvalue(L, 3);
     ref = luaL_ref(L, LUA_REGISTRYINDEX);
     *slot = ref;
-    ret = fd_sync(L, ll, r);
+    ret = fd_sync(ll, r);
     if (ret < 0) {
-        /* refused (-EBADF...): as it was before */
+        /* refused (-EBADF...): as it was before (a removal, or the old
+         * handler, which libaioloop kept) */
         *slot = old;
         luaL_unref(L, LUA_REGISTRYINDEX, ref);
-        if (fd_sync(L, ll, r) < 0) {
-            /* (only a removal or the old set, which cannot fail) */
-        }
+        (void)fd_sync(ll, r);
         return fail(L, write ? "add_writer" : "add_reader", ret);
     }
     luaL_unref(L, LUA_REGISTRYINDEX, old);
@@ -269,7 +275,7 @@ static int remove_cb(lua_State *L, bool write)
     }
     luaL_unref(L, LUA_REGISTRYINDEX, *slot);
     *slot = LUA_NOREF;
-    (void)fd_sync(L, ll, r); /* (fewer events: cannot fail) */
+    (void)fd_sync(ll, r); /* (fewer events: cannot fail) */
     lua_pushboolean(L, 1);
     return 1;
 }
@@ -390,17 +396,7 @@ static int l_call_soon(lua_State *L)
     lua_newuserdatauv(L, 1, 1);
     lua_pushvalue(L, lua_upvalueindex(2));
     lua_setmetatable(L, -2);
-    if (top == 2) {
-        lua_pushvalue(L, 2);
-    } else {
-        lua_createtable(L, top - 1, 1);
-        for (int k = 2; k <= top; k++) {
-            lua_pushvalue(L, k);
-            lua_rawseti(L, -2, k - 1);
-        }
-        lua_pushinteger(L, top - 1);
-        lua_setfield(L, -2, "n");
-    }
+    push_packed(L, 2, top);
     lua_setiuservalue(L, -2, 1);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);
     lua_pushvalue(L, -2);
