@@ -40,4 +40,13 @@ void eh_timers(void **state);
 void eh_nested_poll(void **state);
 void eh_two_loops(void **state);
 
+/* The scenarios as cmocka test entries, each with the host's setup and
+ * teardown (which make and free the eh_host in *state). */
+#define EH_TESTS(setup, teardown)                                        \
+    cmocka_unit_test_setup_teardown(eh_fd_handlers, setup, teardown),    \
+    cmocka_unit_test_setup_teardown(eh_bottom_halves, setup, teardown),  \
+    cmocka_unit_test_setup_teardown(eh_timers, setup, teardown),         \
+    cmocka_unit_test_setup_teardown(eh_nested_poll, setup, teardown),    \
+    cmocka_unit_test_setup_teardown(eh_two_loops, setup, teardown)
+
 #endif

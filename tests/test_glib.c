@@ -138,16 +138,10 @@ static void test_glib_lifetimes(void **state)
     aiol_loop_free(loop);
 }
 
-#define T(f) cmocka_unit_test_setup_teardown(f, host_setup, host_teardown)
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        T(eh_fd_handlers),
-        T(eh_bottom_halves),
-        T(eh_timers),
-        T(eh_nested_poll),
-        T(eh_two_loops),
+        EH_TESTS(host_setup, host_teardown),
         cmocka_unit_test(test_glib_lifetimes),
     };
 
