@@ -38,7 +38,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         qemu qemu-stock check-qemu check-qemu-stock check-guest check-vhost-guest \
         check-qtest check-install clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
-        bench-lua
+        bench-lua bench-build
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD) $(CHECK_OPTS)
@@ -165,22 +165,23 @@ bench: bench-deps
 	@$(MAKE) --no-print-directory bench-vhost
 	@$(MAKE) --no-print-directory bench-vhost-guest
 
-# Python-level dispatch and call_soon: the binding against asyncio and
-# uvloop, interleaved (bench/python_bench.py).
-bench-python: bench-deps
+# The bench build every bench-* target below runs from (assertions off,
+# as in a release build), and its results directory.
+bench-build: bench-deps
 	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
 	ninja -C $(BUILD_BENCH)
 	@mkdir -p $(BUILD_BENCH)/bench-results
+
+# Python-level dispatch and call_soon: the binding against asyncio and
+# uvloop, interleaved (bench/python_bench.py).
+bench-python: bench-build
 	PYTHONPATH=$(BUILD_BENCH)/bindings/python /usr/bin/python3 bench/python_bench.py \
 	  $(if $(findstring --quick,$(BENCH_ARGS)),--quick) \
 	  --json $(BUILD_BENCH)/bench-results/python.json
 
 # Lua-level dispatch and call_soon: the Lua binding against luv (libuv
 # for Lua 5.4), interleaved (bench/lua_bench.lua).
-bench-lua: bench-deps
-	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
-	ninja -C $(BUILD_BENCH)
-	@mkdir -p $(BUILD_BENCH)/bench-results
+bench-lua: bench-build
 	LUA_CPATH='$(BUILD_BENCH)/bindings/lua/?.so;;' lua5.4 bench/lua_bench.lua \
 	  $(if $(findstring --quick,$(BENCH_ARGS)),3,9) \
 	  --json $(BUILD_BENCH)/bench-results/lua.json
@@ -188,10 +189,7 @@ bench-lua: bench-deps
 # aioloop-vhost-blk against qemu-storage-daemon's vhost-user-blk export,
 # same image, same run, driven by our host-side frontend
 # (integrations/vhost/bench/vhost_bench.py).
-bench-vhost: bench-deps
-	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
-	ninja -C $(BUILD_BENCH)
-	@mkdir -p $(BUILD_BENCH)/bench-results
+bench-vhost: bench-build
 	/usr/bin/python3 integrations/vhost/bench/vhost_bench.py \
 	  --daemon $(BUILD_BENCH)/integrations/vhost/aioloop-vhost-blk \
 	  --bench $(BUILD_BENCH)/integrations/vhost/bench-vhost \
@@ -201,10 +199,7 @@ bench-vhost: bench-deps
 # fio in a TCG guest (4 KiB random reads, iodepth 32) on vhost-user-blk:
 # aioloop-vhost-blk against qemu-storage-daemon, same guest, same run
 # (integrations/vhost/bench/guest-fio.sh; builds a static fio once).
-bench-vhost-guest: bench-deps
-	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
-	ninja -C $(BUILD_BENCH)
-	@mkdir -p $(BUILD_BENCH)/bench-results
+bench-vhost-guest: bench-build
 	DAEMON=$(BUILD_BENCH)/integrations/vhost/aioloop-vhost-blk \
 	  integrations/vhost/bench/guest-fio.sh \
 	  $(if $(findstring --quick,$(BENCH_ARGS)),--rounds 1 --runtime 4) \
@@ -257,9 +252,7 @@ bench-notifiers: all
 
 # libaioloop-vmm on real /dev/kvm: MSI routes per vector against batched,
 # host notifiers one transaction each against one (exits 77 without KVM).
-bench-vmm: bench-deps
-	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
-	ninja -C $(BUILD_BENCH)
+bench-vmm: bench-build
 	@$(BUILD_BENCH)/integrations/qemu/vmm/bench-vmm 7 || { rc=$$?; [ $$rc = 77 ] || exit $$rc; }
 
 check-qemu-stock: qemu-stock
