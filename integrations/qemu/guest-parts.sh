@@ -8,8 +8,9 @@
 # pattern to /dev/vda with O_DIRECT, reads it back, prints AIOL-GUEST-OK or
 # AIOL-GUEST-FAIL and powers off).  Sets guest_kernel, guest_initrd,
 # guest_pattern, guest_imgdir (for disk images: $GUEST_IMGDIR, default
-# /dev/shm) and guest_qemu_args (the QEMU arguments every boot shares:
-# TCG, q35, no defaults, firmware, kernel, initrd, command line).  PIDs a
+# /dev/shm), guest_qemu_args (the QEMU arguments every boot shares: TCG,
+# q35, no defaults, firmware, kernel; each boot adds -initrd and -append)
+# and guest_append (the kernel command line's common part).  PIDs a
 # caller adds to guest_pids are SIGKILLed when the script exits.
 # guest_build_initrd (below) builds other initramfs images from the same
 # parts.
@@ -126,8 +127,8 @@ guest_parts() {
     guest_qemu_args=(-accel tcg -machine q35 -nodefaults -no-user-config
                      -display none -no-reboot
                      -L /usr/share/qemu -L /usr/share/seabios
-                     -kernel "$guest_kernel" -initrd "$guest_initrd"
-                     -append "console=ttyS0 panic=-1 quiet")
+                     -kernel "$guest_kernel")
+    guest_append="console=ttyS0 panic=-1 quiet"
     trap guest_kill_all EXIT
 }
 

@@ -89,6 +89,7 @@ run_case() {
     t0=$(date +%s%N)
     AIOLOOP_BACKEND=$backend timeout --kill-after=5 "$boot_timeout" "$qemu" \
         "${guest_qemu_args[@]}" -m 512 -smp 2 \
+        -initrd "$guest_initrd" -append "$guest_append" \
         -serial "file:$dir/console.log" \
         -object iothread,id=io0 \
         -drive "file=$img,format=raw,if=none,id=d0,$drive" \

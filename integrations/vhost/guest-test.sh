@@ -94,6 +94,7 @@ run_case() {
     else
         timeout --kill-after=5 "$boot_timeout" "$qemu" \
             "${guest_qemu_args[@]}" -m 512 -smp "$cpus" \
+            -initrd "$guest_initrd" -append "$guest_append" \
             -object memory-backend-memfd,id=mem,size=512M,share=on \
             -numa node,memdev=mem \
             -serial "file:$dir/console.log" \

@@ -94,12 +94,12 @@ one() {
     for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
     [ -S "$sock" ] || { echo "guest-fio: $backend did not listen" >&2; cat "$run/$tag.backend.log" >&2; exit 1; }
     timeout -k 5 $((runtime + 120)) qemu-system-x86_64 \
-        "${guest_qemu_args[@]/$guest_initrd/$initrd}" -m 512 -smp 2 \
+        "${guest_qemu_args[@]}" -m 512 -smp 2 \
+        -initrd "$initrd" -append "$guest_append fio_runtime=$runtime" \
         -object memory-backend-memfd,id=mem,size=512M,share=on \
         -numa node,memdev=mem -serial "file:$run/$tag.console" \
         -chardev "socket,id=vu0,path=$sock" \
         -device vhost-user-blk-pci,chardev=vu0,num-queues=1 \
-        -append "console=ttyS0 panic=-1 quiet fio_runtime=$runtime" \
         > "$run/$tag.qemu.log" 2>&1 &
     qpid=$!
     guest_pids+=("$qpid")
