@@ -1,5 +1,6 @@
 /*
- * aioloop.c - the Lua 5.4 binding: C module "aioloop" (docs/lua.md).
+ * aioloop.c - the Lua 5.4 binding: C module "aioloop" (docs/lua.md);
+ * call_soon is in soon.c.
  *
  *   local aioloop = require("aioloop")
  *   local loop = aioloop.new([backend])
@@ -30,52 +31,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <lauxlib.h>
-#include <lua.h>
-
-#include "aioloop/aioloop.h"
-
-#define LOOP_MT "aioloop.Loop"
-#define TIMER_MT "aioloop.Timer"
-#define HANDLE_MT "aioloop.Handle"
-
-typedef struct lloop lloop;
-
-/* An fd's Lua callbacks (registry refs, LUA_NOREF: none). */
-typedef struct lfd {
-    lloop *ll;
-    int fd;
-    int rref, wref;
-} lfd;
-
-/* A call_soon handle is a userdata whose user value is the call (the
- * function, or {f, args..., n = count}), nil once run or cancelled; the
- * loop's queue table anchors it while queued. */
-
-/* A call_later timer (userdata): anchored while armed; on its loop's
- * list from creation to __gc (or the loop's close). */
-typedef struct ltimer ltimer;
-struct ltimer {
-    lloop *ll;          /* NULL once the loop is closed */
-    aiol_timer *timer;  /* NULL once the loop is closed */
-    int fref;           /* the packed call; LUA_NOREF: not armed */
-    int selfref;
-    ltimer *prev, *next;
-};
-
-struct lloop {
-    aiol_loop *loop;    /* NULL once closed */
-    lua_State *L;       /* the Lua thread of the running :poll() */
-    int depth;          /* :poll() nesting */
-    bool stop;          /* :stop() was called: the innermost :run() ends */
-    int errref;         /* the held error (traceback), LUA_NOREF */
-    lfd **fds;          /* by fd number */
-    int nfds;
-    aiol_bh *soon_bh;   /* runs the call_soon queue */
-    int qref;           /* the queue table: handles at [qhead+1, qtail] */
-    lua_Integer qhead, qtail;
-    ltimer *timers;     /* every live timer of this loop */
-};
+#include "binding.h"
 
 /* ----------------------------------------------------------- helpers */
 
@@ -100,7 +56,7 @@ static int fail(lua_State *L, const char *what, int err)
  * up to @last: the function itself when there are none, else a table
  * {f, args..., n = count} (run_ref() and push_call() unpack it).
  */
-static void push_packed(lua_State *L, int first, int last)
+void aiol__lua_push_packed(lua_State *L, int first, int last)
 {
     if (last == first) {
         lua_pushvalue(L, first);
@@ -115,15 +71,15 @@ static void push_packed(lua_State *L, int first, int last)
     lua_setfield(L, -2, "n");
 }
 
-/* push_packed() of the function at @i and everything above it; a
+/* aiol__lua_push_packed() of the function at @i and everything above it; a
  * registry ref to it. */
 static int pack_call(lua_State *L, int i)
 {
-    push_packed(L, i, lua_gettop(L));
+    aiol__lua_push_packed(L, i, lua_gettop(L));
     return luaL_ref(L, LUA_REGISTRYINDEX);
 }
 
-static int traceback(lua_State *L)
+int aiol__lua_traceback(lua_State *L)
 {
     const char *msg = lua_tostring(L, 1);
 
@@ -133,6 +89,17 @@ static int traceback(lua_State *L)
     }
     luaL_traceback(L, L, msg, 1);
     return 1;
+}
+
+/* Pops the error at the top of @L's stack, held (in the registry) if it
+ * is the poll's first; :poll() raises it once aiol_loop_poll() returns. */
+void aiol__lua_hold_error(lua_State *L, lloop *ll)
+{
+    if (ll->errref == LUA_NOREF) {
+        ll->errref = luaL_ref(L, LUA_REGISTRYINDEX);
+    } else {
+        lua_pop(L, 1); /* (the first error wins) */
+    }
 }
 
 /*
@@ -149,7 +116,7 @@ static void run_ref(lloop *ll, int ref)
         return;
     }
     base = lua_gettop(L);
-    lua_pushcfunction(L, traceback);
+    lua_pushcfunction(L, aiol__lua_traceback);
     lua_rawgeti(L, LUA_REGISTRYINDEX, ref);
     if (lua_istable(L, -1)) {
         lua_getfield(L, -1, "n");
@@ -165,11 +132,7 @@ static void run_ref(lloop *ll, int ref)
         lua_remove(L, base + 2); /* the table */
     }
     if (lua_pcall(L, n, 0, base + 1) != LUA_OK) {
-        if (ll->errref == LUA_NOREF) {
-            ll->errref = luaL_ref(L, LUA_REGISTRYINDEX);
-        } else {
-            lua_pop(L, 1); /* (the first error wins) */
-        }
+        aiol__lua_hold_error(L, ll);
     }
     lua_settop(L, base);
 }
@@ -284,144 +247,6 @@ static int l_add_reader(lua_State *L) { return add_cb(L, false); }
 static int l_add_writer(lua_State *L) { return add_cb(L, true); }
 static int l_remove_reader(lua_State *L) { return remove_cb(L, false); }
 static int l_remove_writer(lua_State *L) { return remove_cb(L, true); }
-
-/* --------------------------------------------------------- call_soon */
-
-/*
- * Pushes the call held by the handle at @h and returns its argument
- * count (the callable first), or -1 when it was cancelled.  Marks the
- * handle done.
- */
-static int push_call(lua_State *L, int h)
-{
-    int n = 0;
-
-    if (lua_getiuservalue(L, h, 1) == LUA_TTABLE) {
-        int t = lua_gettop(L);
-
-        lua_getfield(L, t, "n");
-        n = (int)lua_tointeger(L, -1) - 1;
-        lua_pop(L, 1);
-        luaL_checkstack(L, n + 1, "call_soon arguments");
-        for (int k = 1; k <= n + 1; k++) {
-            lua_rawgeti(L, t, k);
-        }
-        lua_remove(L, t);
-    } else if (lua_isnil(L, -1)) {
-        lua_pop(L, 1);
-        return -1;
-    }
-    lua_pushnil(L);
-    lua_setiuservalue(L, h, 1); /* done: cancel() is a no-op now */
-    return n;
-}
-
-/*
- * Runs queued calls up to index lua_tointeger(1) in one protected call
- * (the queue table at upvalue... passed as argument 2).  ll->qhead moves
- * before each call, so after an error the caller resumes after it.
- */
-static int run_batch(lua_State *L)
-{
-    lloop *ll = lua_touserdata(L, 1);
-    lua_Integer last = lua_tointeger(L, 2);
-
-    while (ll->qhead < last && ll->loop != NULL) {
-        lua_Integer i = ++ll->qhead;
-        int n;
-
-        lua_rawgeti(L, 3, i);           /* the handle */
-        lua_pushnil(L);
-        lua_rawseti(L, 3, i);
-        n = push_call(L, lua_gettop(L));
-        if (n >= 0) {
-            lua_call(L, n, 0);
-        }
-        lua_settop(L, 3);
-    }
-    return 0;
-}
-
-/* The bottom half: the calls queued so far, in order (those queued
- * meanwhile run at the next iteration); errors held as run_ref()'s. */
-static void run_soon(void *opaque)
-{
-    lloop *ll = opaque;
-    lua_State *L = ll->L;
-    lua_Integer last = ll->qtail;
-    int base;
-
-    if (L == NULL || !lua_checkstack(L, 8)) {
-        return;
-    }
-    base = lua_gettop(L);
-    while (ll->qhead < last && ll->loop != NULL) {
-        lua_pushcfunction(L, traceback);
-        lua_pushcfunction(L, run_batch);
-        lua_pushlightuserdata(L, ll);
-        lua_pushinteger(L, last);
-        lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);
-        if (lua_pcall(L, 3, 0, base + 1) != LUA_OK) {
-            if (ll->errref == LUA_NOREF) {
-                ll->errref = luaL_ref(L, LUA_REGISTRYINDEX);
-            } else {
-                lua_pop(L, 1); /* (the first error wins) */
-            }
-        }
-        lua_settop(L, base);
-    }
-    if (ll->qtail > ll->qhead && ll->loop != NULL) {
-        aiol_bh_schedule(ll->soon_bh); /* queued meanwhile: next time */
-    }
-}
-
-/*
- * The hot path: upvalue 1 is the loop metatable and 2 the handle's, so
- * neither check nor creation looks a metatable up by name.
- */
-static int l_call_soon(lua_State *L)
-{
-    lloop *ll = lua_touserdata(L, 1);
-    int top = lua_gettop(L);
-
-    if (ll == NULL || !lua_getmetatable(L, 1) ||
-        !lua_rawequal(L, -1, lua_upvalueindex(1))) {
-        return luaL_typeerror(L, 1, LOOP_MT);
-    }
-    lua_pop(L, 1);
-    if (ll->loop == NULL) {
-        return luaL_error(L, "the loop is closed");
-    }
-    luaL_checktype(L, 2, LUA_TFUNCTION);
-    lua_newuserdatauv(L, 1, 1);
-    lua_pushvalue(L, lua_upvalueindex(2));
-    lua_setmetatable(L, -2);
-    push_packed(L, 2, top);
-    lua_setiuservalue(L, -2, 1);
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);
-    lua_pushvalue(L, -2);
-    lua_rawseti(L, -2, ++ll->qtail);
-    lua_pop(L, 1);
-    if (ll->qtail == ll->qhead + 1) {
-        aiol_bh_schedule(ll->soon_bh); /* (the first of a batch) */
-    }
-    return 1;
-}
-
-static int l_handle_cancel(lua_State *L)
-{
-    luaL_checkudata(L, 1, HANDLE_MT);
-    lua_pushnil(L);
-    lua_setiuservalue(L, 1, 1); /* (its queue slot is skipped) */
-    return 0;
-}
-
-static int l_handle_cancelled(lua_State *L)
-{
-    luaL_checkudata(L, 1, HANDLE_MT);
-    lua_pushboolean(L, lua_getiuservalue(L, 1, 1) == LUA_TNIL);
-    return 1;
-}
 
 /* -------------------------------------------------------- call_later */
 
@@ -555,15 +380,13 @@ static int l_new(lua_State *L)
     ll->errref = LUA_NOREF;
     ll->qref = LUA_NOREF;
     luaL_setmetatable(L, LOOP_MT);
-    lua_newtable(L);
-    ll->qref = luaL_ref(L, LUA_REGISTRYINDEX);
     ret = aiol_loop_new(&ll->loop, backend);
     if (ret < 0) {
         ll->loop = NULL;
         return luaL_error(L, "aioloop.new(%s): %s",
                           backend ? backend : "default", strerror(-ret));
     }
-    ret = aiol_bh_new(ll->loop, run_soon, ll, &ll->soon_bh);
+    ret = aiol_bh_new(ll->loop, aiol__lua_soon_run, ll, &ll->soon_bh);
     if (ret < 0) {
         aiol_loop_free(ll->loop);
         ll->loop = NULL;
@@ -707,19 +530,7 @@ static int l_close(lua_State *L)
     free(ll->fds);
     ll->fds = NULL;
     ll->nfds = 0;
-    /* queued calls: cancelled, so their handles say so */
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);
-    for (lua_Integer i = ll->qhead + 1; i <= ll->qtail; i++) {
-        if (lua_rawgeti(L, -1, i) == LUA_TUSERDATA) {
-            lua_pushnil(L);
-            lua_setiuservalue(L, -2, 1);
-        }
-        lua_pop(L, 1);
-    }
-    lua_pop(L, 1);
-    luaL_unref(L, LUA_REGISTRYINDEX, ll->qref);
-    ll->qref = LUA_NOREF;
-    ll->qhead = ll->qtail = 0;
+    aiol__lua_soon_close(L, ll);
     aiol_bh_delete(ll->soon_bh);
     while (ll->timers != NULL) {
         ltimer *t = ll->timers;
@@ -760,13 +571,7 @@ static const luaL_Reg timer_methods[] = {
     { NULL, NULL },
 };
 
-static const luaL_Reg handle_methods[] = {
-    { "cancel", l_handle_cancel },
-    { "cancelled", l_handle_cancelled },
-    { NULL, NULL },
-};
-
-static void new_class(lua_State *L, const char *name, const luaL_Reg *m,
+void aiol__lua_new_class(lua_State *L, const char *name, const luaL_Reg *m,
                       lua_CFunction gc)
 {
     luaL_newmetatable(L, name);
@@ -858,17 +663,9 @@ int luaopen_aioloop(lua_State *L)
         { NULL, NULL },
     };
 
-    new_class(L, LOOP_MT, loop_methods, l_close);
-    new_class(L, TIMER_MT, timer_methods, l_timer_gc);
-    new_class(L, HANDLE_MT, handle_methods, NULL);
-    /* loop:call_soon, with both metatables as upvalues (above) */
-    luaL_getmetatable(L, LOOP_MT);
-    lua_getfield(L, -1, "__index");
-    luaL_getmetatable(L, LOOP_MT);
-    luaL_getmetatable(L, HANDLE_MT);
-    lua_pushcclosure(L, l_call_soon, 2);
-    lua_setfield(L, -2, "call_soon");
-    lua_pop(L, 2);
+    aiol__lua_new_class(L, LOOP_MT, loop_methods, l_close);
+    aiol__lua_new_class(L, TIMER_MT, timer_methods, l_timer_gc);
+    aiol__lua_soon_open(L);
     luaL_newlib(L, fns);
     lua_createtable(L, 3, 0);
     lua_pushstring(L, "epoll");

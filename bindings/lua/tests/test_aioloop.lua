@@ -62,6 +62,75 @@ function T.test_call_soon_order_args_and_cancel()
   end)
 end
 
+-- call_soon runs in batches (bindings/lua/aioloop.c): a handle names a
+-- slot of its own batch, which is never reused
+function T.test_call_soon_handles_across_batches()
+  with_loop(function(loop)
+    local seen = {}
+    local h1 = loop:call_soon(function() seen[#seen + 1] = 1 end)
+    loop:poll(false)
+    assert(h1:cancelled(), "a call that ran can no longer run")
+    -- the next batch's first call takes slot 1 again, of another table
+    local h2 = loop:call_soon(function() seen[#seen + 1] = 2 end, "arg")
+    h1:cancel()
+    assert(not h2:cancelled(), "a stale handle cancelled a later call")
+    loop:poll(false)
+    assert(#seen == 2 and seen[2] == 2, table.concat(seen, ","))
+    -- cancelling after the run, or twice, is harmless
+    h2:cancel(); h2:cancel()
+    -- a call cancelled by a call before it in its own batch
+    local h4
+    loop:call_soon(function() h4:cancel() end)
+    h4 = loop:call_soon(function() seen[#seen + 1] = 4 end, 1, 2)
+    loop:call_soon(function(x) seen[#seen + 1] = x end, 5)
+    loop:poll(false)
+    assert(#seen == 3 and seen[3] == 5, table.concat(seen, ","))
+  end)
+end
+
+-- a nested poll inside a call first finishes its batch's pending calls
+-- (queued earlier), then runs those queued since: the order of queuing
+function T.test_call_soon_order_across_nested_polls()
+  with_loop(function(loop)
+    local seen = {}
+    local function mark(x) return function() seen[#seen + 1] = x end end
+    loop:call_soon(function()
+      seen[#seen + 1] = "a"
+      loop:call_soon(function()
+        seen[#seen + 1] = "d"
+        loop:call_soon(mark("f"))
+        loop:poll(false)            -- two levels deep: runs f
+      end)
+      loop:poll(false)              -- runs b, c, e (queued before d), d
+    end)
+    loop:call_soon(mark("b"))
+    loop:call_soon(function(x) seen[#seen + 1] = x end, "c")
+    loop:call_soon(mark("e"))
+    loop:poll(false)
+    assert(table.concat(seen) == "abcedf", table.concat(seen, ","))
+    assert(loop:poll(false) == false, "a call ran twice")
+  end)
+end
+
+-- every call of a batch runs however many of them fail; the first error
+-- is the one raised
+function T.test_call_soon_batch_of_failing_calls()
+  with_loop(function(loop)
+    local ran = 0
+    for i = 1, 1000 do
+      if i % 3 == 0 then
+        loop:call_soon(function() ran = ran + 1 end)
+      else
+        loop:call_soon(function(k) error("fail " .. k) end, i)
+      end
+    end
+    local ok, err = pcall(loop.poll, loop, false)
+    assert(not ok and err:find("fail 1\n", 1, true), err)
+    assert(ran == 333, ran)
+    assert(loop:poll(false) == false)
+  end)
+end
+
 function T.test_call_later_order_and_cancel()
   with_loop(function(loop)
     local order = {}
