@@ -23,6 +23,7 @@
 #define AIOLOOP_BENCH_H
 
 #include <stddef.h>
+#include <stdbool.h>
 #include <stdint.h>
 
 #define BENCH_MAX_METRICS 4
@@ -134,7 +135,9 @@ int bench_bh_burst(const bench_defer_ops *ops, const bench_args *args,
 /*
  * libuv's million_timers shape: n one-shot timers, timer i due
  * bench_timer_ms(i) ms after arming (1000 timers per ms); the callback
- * calls bench_hit().
+ * calls bench_hit().  The timers_rand workload arms the same deadlines in
+ * a scrambled order, bench_timer_ms(bench_timer_scramble(i, n)), as
+ * timers armed by independent requests are.
  */
 typedef struct bench_timer_ops {
     void *(*loop_new)(const bench_args *args);
@@ -149,8 +152,17 @@ static inline long bench_timer_ms(long i)
     return i / 1000 + 1;
 }
 
+/* A permutation of [0, n) for n = 2^a 5^b (the multiplier is odd and
+ * not a multiple of 5, so it is prime to n). */
+static inline long bench_timer_scramble(long i, long n)
+{
+    return (long)(((unsigned long long)i * 2654435761ull) %
+                  (unsigned long long)n);
+}
+
+/* @scrambled: the deadlines armed out of order (timers_rand). */
 int bench_timers(const bench_timer_ops *ops, const bench_args *args,
-                 bench_metric *out);
+                 bench_metric *out, bool scrambled);
 
 /*
  * A library's whole benchmark binary: its operations (NULL where it has

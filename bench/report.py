@@ -172,10 +172,26 @@ def targets(res):
                 row(f"million timers faster than libuv: {what} (n={n})",
                     f"{fmt(a)} ns per timer vs libuv {fmt(uv)} ns ({ratio(a, uv)})",
                     None if uv is None else a < uv)
+    for w in ("timers", "timers_rand"):
+        for n in res.ns(w):
+            a = res.get(w, n, REF, "fire_cpu_ns_per_timer")
+            ev = res.get(w, n, "libev", "fire_cpu_ns_per_timer")
+            late = res.get(w, n, REF, "last_late_ms")
+            if a is not None:
+                row(f"timer firing at or below libev ({w}, n={n})",
+                    f"{fmt(a)} CPU ns per timer vs libev {fmt(ev)} ns "
+                    f"({ratio(a, ev)})", None if ev is None else a <= ev)
+            if late is not None:
+                evl = res.get(w, n, "libev", "last_late_ms")
+                row(f"timers on time: the last fires within 1 ms of its "
+                    f"deadline ({w}, n={n})",
+                    f"{late:.2f} ms after (libev "
+                    f"{'-' if evl is None else f'{evl:.2f}'} ms)", late <= 1.0)
     worse = []
     total = 0
     for w, n, m in res.rows:
-        if m.startswith(("syscalls", "strace", "polls")) or m == "free_ns_per_timer":
+        if (m.startswith(("syscalls", "strace", "polls")) or
+                m in ("free_ns_per_timer", "last_late_ms")):
             continue
         e, u = res.get(w, n, REF, m), res.get(w, n, "aioloop:io_uring", m)
         if e and u is not None:
@@ -227,6 +243,9 @@ unset multiplot
             ("timers", ("arm_ns_per_timer", "fire_cpu_ns_per_timer"),
              ("arm", "fire (CPU time)"), "ns per timer",
              "million timers: arm and fire per timer"),
+            ("timers_rand", ("arm_ns_per_timer", "fire_cpu_ns_per_timer"),
+             ("arm", "fire (CPU time)"), "ns per timer",
+             "million timers armed in scrambled order: arm and fire"),
             ("wakeup", ("ns_per_roundtrip",), ("round trip",),
              "µs per round trip",
              "cross-thread wakeup ping-pong: round-trip latency")):

@@ -50,13 +50,14 @@ WORKLOADS = (
        ("bh_single", 1, 3, None),
        ("bh_burst", 1000, 3, None),
        ("wakeup", 10000, 1, None),
-       ("timers", 1000000, 1, None)]
+       ("timers", 1000000, 1, None),
+       ("timers_rand", 1000000, 1, None)]
     + [("ready1", n, 3, AIOL if n <= 1000 else AIOL[:2])  # poll(2) is O(n)
        for n in (1, 1000, 9900)]
 )
 QUICK_SKIP = {("chain_a1", 9900), ("chain_a100", 9900), ("churn", 10000),
               ("ready1", 9900)}
-QUICK_N = {"wakeup": 2000, "timers": 200000}
+QUICK_N = {"wakeup": 2000, "timers": 200000, "timers_rand": 200000}
 STRACE_N, STRACE_ITERS = 1000, (1000, 3000)
 
 

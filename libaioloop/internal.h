@@ -189,8 +189,12 @@ typedef struct aiol__bh_slice {
     AIOL_TAILQ_ENTRY(aiol__bh_slice) link;
 } aiol__bh_slice;
 
-/* A clock's armed timers, see timer.c. */
-AIOL_HEAP_HEAD(aiol__timer_heap, aiol_timer);
+/* A clock's armed timers, keyed by (deadline, arming order); see timer.c. */
+typedef struct aiol__timer_key {
+    int64_t expire;
+    uint64_t seq;
+} aiol__timer_key;
+AIOL_HEAP_KEYED_HEAD(aiol__timer_heap, aiol_timer, aiol__timer_key);
 
 struct aiol_clock {
     aiol_loop *loop;                /* immutable */

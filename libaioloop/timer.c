@@ -5,7 +5,10 @@
  * by (deadline, arming sequence number).  The sequence number makes equal
  * deadlines fire in arming order and lets a timer run stop at timers armed
  * during the run.  Each timer remembers its heap index, so re-arm and
- * cancel are O(log n) with no search.
+ * cancel are O(log n) with no search.  The heap is the keyed kind: the
+ * key lives in the heap's array next to the timer's pointer and nowhere
+ * else, so sifting a million timers compares keys in one array instead of
+ * reading a timer per comparison (libev's cached deadline).
  *
  * A timer callback may free its own clock (after the clock's timers), or
  * any other, also from a nested poll.  A run counts itself in the clock's
@@ -29,17 +32,16 @@ struct aiol_timer {
     aiol_clock *clock;   /* immutable */
     aiol_handler_fn *cb; /* immutable */
     void *opaque;        /* immutable */
-    int64_t expire;      /* valid while armed */
-    uint64_t seq;        /* arming order, valid while armed */
-    size_t idx;          /* heap index or AIOL_HEAP_NONE */
+    size_t idx;          /* heap index or AIOL_HEAP_NONE; the key is there */
 };
 
-static bool timer_before(const aiol_timer *a, const aiol_timer *b)
+static bool key_before(const aiol__timer_key *a, const aiol__timer_key *b)
 {
     return a->expire < b->expire || (a->expire == b->expire && a->seq < b->seq);
 }
 
-AIOL_HEAP_GENERATE(aiol__timer_heap, aiol_timer, idx, timer_before)
+AIOL_HEAP_KEYED_GENERATE(aiol__timer_heap, aiol_timer, idx, aiol__timer_key,
+                         key_before)
 
 static void clock_init(aiol_clock *c, aiol_loop *loop, aiol_clock_now_fn *now,
                        void *opaque)
@@ -155,6 +157,7 @@ int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
 
 int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
 {
+    aiol__timer_key key;
     aiol_clock *c;
     int ret;
 
@@ -162,13 +165,12 @@ int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns)
     c = timer->clock;
     aiol__check(!c->freed, "the timer's clock was freed");
     aiol__assert_poller(c->loop);
-    timer->seq = c->seq++;
-    timer->expire = expire_ns;
+    key = (aiol__timer_key){ .expire = expire_ns, .seq = c->seq++ };
     if (timer->idx != AIOL_HEAP_NONE) {
-        aiol__timer_heap_update(&c->heap, timer);
+        aiol__timer_heap_update(&c->heap, timer, key);
         return 0;
     }
-    ret = aiol__timer_heap_push(&c->heap, timer);
+    ret = aiol__timer_heap_push(&c->heap, timer, key);
     c->loop->timers_armed += ret == 0;
     return ret;
 }
@@ -192,7 +194,8 @@ bool aiol_timer_is_armed(const aiol_timer *timer)
 int64_t aiol_timer_expire_ns(const aiol_timer *timer)
 {
     aiol__check(timer != NULL, "timer is NULL");
-    return timer->idx != AIOL_HEAP_NONE ? timer->expire : -1;
+    return timer->idx != AIOL_HEAP_NONE ?
+        timer->clock->heap.v[timer->idx].key.expire : -1;
 }
 
 void aiol_timer_free(aiol_timer *timer)
@@ -236,7 +239,7 @@ int64_t aiol__timers_deadline_scan(aiol_loop *loop, aiol__now *now)
     aiol_clock *c;
 
     AIOL_LIST_FOREACH(c, &loop->clocks, link) {
-        const aiol_timer *first = aiol__timer_heap_top(&c->heap);
+        const aiol__timer_key *first = aiol__timer_heap_top_key(&c->heap);
         int64_t d;
 
         if (first == NULL) {
@@ -255,6 +258,7 @@ bool aiol__timers_run_due(aiol_loop *loop)
 
     for (c = AIOL_LIST_FIRST(&loop->clocks); c != NULL; c = next) {
         uint64_t armed_before = c->seq;
+        const aiol__timer_key *k;
         aiol_timer *t;
         int64_t now;
 
@@ -265,9 +269,9 @@ bool aiol__timers_run_due(aiol_loop *loop)
         now = aiol_clock_get_ns(c);
         /* Callbacks may free c: it then stays linked until running is 0. */
         c->running++;
-        while (!c->freed && (t = aiol__timer_heap_top(&c->heap)) != NULL &&
-               t->expire <= now && t->seq < armed_before) {
-            aiol__timer_heap_remove(&c->heap, t);
+        while (!c->freed && (k = aiol__timer_heap_top_key(&c->heap)) != NULL &&
+               k->expire <= now && k->seq < armed_before) {
+            t = aiol__timer_heap_pop(&c->heap);
             loop->timers_armed--;
             loop->stats.timer_runs++;
             t->cb(t->opaque);
