@@ -3,7 +3,8 @@
  *
  * Scheduling pushes the bottom half on loop->bh_list, a lock-free stack
  * (compare-and-swap on its head), unless its PENDING flag says it is
- * already on some list; then it notifies the loop.  PENDING is the only
+ * already on some list; then it notifies the loop (only a sleeping one: the
+ * push is the notify, see F2b in notify.c).  PENDING is the only
  * thing that decides list membership, so two schedules before a run push
  * once and run once.
  *
@@ -111,13 +112,19 @@ static void bh_enqueue(aiol_bh *bh, unsigned set_flags)
                                              memory_order_relaxed);
         do {
             bh->next = head;
-            /* Release pairs with the acquire exchange in bh_take_all(). */
+            /*
+             * Release pairs with the acquire exchange in bh_take_all().
+             * seq_cst makes the push the store of the notify handshake
+             * (F2b, see notify.c), so no fence follows it.
+             */
         } while (!atomic_compare_exchange_weak_explicit(
-                     &loop->bh_list, &head, bh, memory_order_release,
+                     &loop->bh_list, &head, bh, memory_order_seq_cst,
                      memory_order_relaxed));
-    }
-    if (!(set_flags & BH_IDLE)) {
-        aiol_loop_notify(loop);
+        if (!(set_flags & BH_IDLE)) {
+            aiol__notify_pushed(loop);
+        }
+    } else if (!(set_flags & BH_IDLE)) {
+        aiol_loop_notify(loop); /* (no push: only the flags changed) */
     }
 }
 
@@ -256,9 +263,12 @@ static int chain_state(const aiol_bh *bh)
 AIOL__HOT
 int64_t aiol__bh_deadline_scan(aiol_loop *loop, aiol__now *now)
 {
-    /* Acquire pairs with the release CAS in bh_enqueue(). */
+    /*
+     * Acquire pairs with the release CAS in bh_enqueue(); seq_cst, since
+     * a push is a notify of its own (F2b in notify.c).
+     */
     const aiol_bh *head = atomic_load_explicit(&loop->bh_list,
-                                               memory_order_acquire);
+                                               memory_order_seq_cst);
     int state = chain_state(head);
     const aiol__bh_slice *s;
 

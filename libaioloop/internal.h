@@ -472,6 +472,20 @@ static inline bool aiol__poller_may_sleep(aiol_loop *loop)
 }
 
 /*
+ * Any thread, right after a seq_cst read-modify-write that published
+ * work the polling thread finds by itself (a bottom-half push): the
+ * notify without its fences and notified = true, F2b in notify.c.  Kicks
+ * only a poller that may sleep.
+ */
+static inline void aiol__notify_pushed(aiol_loop *loop)
+{
+    if (atomic_load_explicit(&loop->notify_me, memory_order_seq_cst) != 0 ||
+        atomic_load_explicit(&loop->host_armed, memory_order_seq_cst)) {
+        aiol_loop_notify(loop);
+    }
+}
+
+/*
  * One iteration (aiol_loop_poll_deadline()), or with @from_host one
  * non-blocking iteration that takes readiness from the @nhost entries of
  * @host instead of the fd monitor's wait.
@@ -500,12 +514,13 @@ void aiol__walk_end(aiol_loop *loop);
 
 /*
  * Polling thread.  False when no bottom half can be pending: nothing on
- * the list, no slice a nested poll left.  Relaxed: a notify (F2) orders a
- * schedule from another thread with the poller's announcement.
+ * the list, no slice a nested poll left.  seq_cst: a push is its own
+ * notify (F2b in notify.c); after F1's fence or prepare()'s seq_cst store
+ * of host_armed this load sees it, or the pusher sees the announcement.
  */
 static inline bool aiol__bh_any(aiol_loop *loop)
 {
-    return atomic_load_explicit(&loop->bh_list, memory_order_relaxed) != NULL ||
+    return atomic_load_explicit(&loop->bh_list, memory_order_seq_cst) != NULL ||
            !AIOL_TAILQ_EMPTY(&loop->bh_slices);
 }
 bool aiol__bh_poll_run(aiol_loop *loop);

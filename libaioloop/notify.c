@@ -16,6 +16,14 @@
  * the sleep).  A notifier that finds notify_me 0 makes no syscall: the loop
  * is not sleeping and will look at notified before it does.
  *
+ * F2b: a bottom-half push is a notify of its own.  The push is a seq_cst
+ * read-modify-write of loop->bh_list, and the polling thread reads that
+ * list after F1 (or, embedded, after prepare()'s seq_cst store of
+ * host_armed) with a seq_cst load.  So the pusher needs neither fence
+ * nor notified = true: its seq_cst loads of notify_me and host_armed see
+ * the announcement, and it kicks, or the poller's read sees the push
+ * (aiol__notify_pushed()).  A schedule saves F0 and F2, two full fences.
+ *
  * After the wait, aiol__notify_accept() clears notified, then [F3] fences
  * before the iteration reads the bottom-half list.  F3 pairs with F0: a
  * notifier whose work (say a bottom-half push, made before F0) the
