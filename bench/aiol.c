@@ -13,6 +13,10 @@
  *   ready1      libaioloop only: one eventfd of n made readable per
  *               iteration, one non-blocking poll dispatches it; ns and
  *               syscalls per event
+ *   bh_local_single, bh_local_burst
+ *               libaioloop only: bh_single and bh_burst with local bottom
+ *               halves (aiol_bh_new_local(): the polling thread's alone,
+ *               no atomics), the kind libuv's single-threaded handles are
  */
 #define _GNU_SOURCE
 #include <stdint.h>
@@ -128,6 +132,30 @@ static const bench_defer_ops defer_ops = {
     defer_loop_new, defer_loop_free, defer_new, defer_free, defer_schedule,
     fd_poll,
 };
+
+/* bh_local_*: the same work with local bottom halves (aiol_bh_new_local) */
+static void *defer_new_local(void *loop)
+{
+    aiol_bh *bh;
+
+    BENCH_CHECK(aiol_bh_new_local(loop, hit_cb, NULL, &bh) == 0);
+    return bh;
+}
+
+static const bench_defer_ops defer_local_ops = {
+    defer_loop_new, defer_loop_free, defer_new_local, defer_free,
+    defer_schedule, fd_poll,
+};
+
+static int bh_local_single(const bench_args *args, bench_metric *out)
+{
+    return bench_bh_single(&defer_local_ops, args, out);
+}
+
+static int bh_local_burst(const bench_args *args, bench_metric *out)
+{
+    return bench_bh_burst(&defer_local_ops, args, out);
+}
 
 /* ------------------------------------------------------------ wakeup */
 
@@ -280,7 +308,11 @@ static int ready1(const bench_args *args, bench_metric *out)
 
 int main(int argc, char **argv)
 {
-    static const bench_workload extra[] = { { "ready1", ready1, 1000 } };
+    static const bench_workload extra[] = {
+        { "ready1", ready1, 1000 },
+        { "bh_local_single", bh_local_single, 1 },
+        { "bh_local_burst", bh_local_burst, 1000 },
+    };
     static const bench_lib lib = {
         "aioloop", &fd_ops, &defer_ops, &timer_ops, wakeup,
         extra, sizeof(extra) / sizeof(extra[0]),

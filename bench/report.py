@@ -149,6 +149,16 @@ def targets(res):
                 f"{fmt(a)} ns vs libev {fmt(ev)} ns ({ratio(a, ev)}); with a "
                 f"poll after each batch {fmt(ap)} vs {fmt(evp)} ns "
                 f"({ratio(ap, evp)})", None if ev is None else a < ev)
+    for n in res.ns("bh_local_burst"):
+        a = res.get("bh_local_burst", n, REF, "ns_per_bh")
+        t = res.get("bh_burst", n, REF, "ns_per_bh")
+        uv = res.get("bh_burst", n, "libuv", "ns_per_bh")
+        if a is not None:
+            row("BH burst at or below libuv's (local bottom halves, as "
+                "libuv's handles are single-threaded)",
+                f"{fmt(a)} ns per BH vs libuv {fmt(uv)} ns ({ratio(a, uv)}); "
+                f"thread-safe ones {fmt(t)} ns ({ratio(t, uv)})",
+                None if uv is None else a <= uv)
     for w, limit in (("bh_burst", 50), ("bh_single", 250)):
         for n in res.ns(w):
             v = res.get(w, n, REF, "ns_per_bh")

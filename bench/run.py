@@ -54,6 +54,7 @@ WORKLOADS = (
        ("timers_rand", 1000000, 1, None)]
     + [("ready1", n, 3, AIOL if n <= 1000 else AIOL[:2])  # poll(2) is O(n)
        for n in (1, 1000, 9900)]
+    + [("bh_local_single", 1, 3, AIOL), ("bh_local_burst", 1000, 3, AIOL)]
 )
 QUICK_SKIP = {("chain_a1", 9900), ("chain_a100", 9900), ("churn", 10000),
               ("ready1", 9900)}

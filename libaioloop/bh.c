@@ -19,6 +19,13 @@
  * Deletion is a schedule with the DELETED flag: the loop frees the bottom
  * half when it next takes it off a list, which makes delete safe from any
  * thread and from the bottom half's own callback.
+ *
+ * Local bottom halves (aiol_bh_new_local()) belong to the polling thread:
+ * their flags are only ever touched by it, so plain loads and stores do,
+ * and they queue on loop->bh_local_head, a FIFO with no atomics.  A poll
+ * call appends that FIFO to the slice it takes, after the thread-safe ones,
+ * and from there both kinds run alike.  No locked instruction and no
+ * notify: the thread that schedules is the one that will poll.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -37,7 +44,8 @@ struct aiol_bh {
     aiol_loop *loop;     /* immutable */
     aiol_handler_fn *cb; /* immutable */
     void *opaque;        /* immutable */
-    atomic_uint flags;   /* BH_*; any thread */
+    bool local;          /* immutable: aiol_bh_new_local() */
+    atomic_uint flags;   /* BH_*; any thread (a local one: polling thread) */
     /*
      * Link in loop->bh_list or in a slice.  Written only by the thread that
      * set PENDING, before the release CAS that publishes the bottom half;
@@ -46,8 +54,8 @@ struct aiol_bh {
     aiol_bh *next;
 };
 
-int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
-                aiol_bh **out)
+static int bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
+                  bool local, aiol_bh **out)
 {
     aiol_bh *bh;
 
@@ -60,9 +68,22 @@ int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
     bh->loop = loop;
     bh->cb = cb;
     bh->opaque = opaque;
+    bh->local = local;
     atomic_fetch_add_explicit(&loop->bh_live, 1, memory_order_relaxed);
     *out = bh;
     return 0;
+}
+
+int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
+                aiol_bh **out)
+{
+    return bh_new(loop, cb, opaque, false, out);
+}
+
+int aiol_bh_new_local(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
+                      aiol_bh **out)
+{
+    return bh_new(loop, cb, opaque, true, out);
 }
 
 static void bh_free(aiol_bh *bh)
@@ -91,12 +112,36 @@ static unsigned enqueue_flags(unsigned old, unsigned set)
     return now;
 }
 
+/* Polling thread.  bh_enqueue() of a local bottom half. */
+static void bh_enqueue_local(aiol_bh *bh, unsigned set_flags)
+{
+    aiol_loop *loop = bh->loop;
+    unsigned old = atomic_load_explicit(&bh->flags, memory_order_relaxed);
+
+    aiol__assert_poller(loop);
+    atomic_store_explicit(&bh->flags, enqueue_flags(old, set_flags),
+                          memory_order_relaxed);
+    if (!(old & BH_PENDING)) {
+        bh->next = NULL;
+        if (loop->bh_local_tail != NULL) {
+            loop->bh_local_tail->next = bh;
+        } else {
+            loop->bh_local_head = bh;
+        }
+        loop->bh_local_tail = bh;
+    }
+}
+
 /* Any thread.  Sets @set_flags and makes sure @bh is on a list. */
 static void bh_enqueue(aiol_bh *bh, unsigned set_flags)
 {
     aiol_loop *loop = bh->loop;
     unsigned old = atomic_load_explicit(&bh->flags, memory_order_relaxed);
 
+    if (bh->local) {
+        bh_enqueue_local(bh, set_flags);
+        return;
+    }
     /*
      * acq_rel: the release orders the caller's writes (the data the
      * callback will read) before the flag the polling thread reads with
@@ -143,6 +188,15 @@ void aiol_bh_schedule_idle(aiol_bh *bh)
 void aiol_bh_cancel(aiol_bh *bh)
 {
     aiol__check(bh != NULL, "bh is NULL");
+    if (bh->local) {
+        aiol__assert_poller(bh->loop);
+        atomic_store_explicit(&bh->flags,
+                              atomic_load_explicit(&bh->flags,
+                                                   memory_order_relaxed) &
+                                  ~(unsigned)BH_SCHEDULED,
+                              memory_order_relaxed);
+        return;
+    }
     atomic_fetch_and_explicit(&bh->flags, ~(unsigned)BH_SCHEDULED,
                               memory_order_relaxed);
 }
@@ -173,7 +227,12 @@ static aiol_bh *bh_dequeue(aiol__bh_slice *slice, unsigned *flags)
 {
     aiol_bh *bh = slice->head;
 
-    if (bh != NULL) {
+    if (bh != NULL && bh->local) {
+        slice->head = bh->next;
+        *flags = atomic_load_explicit(&bh->flags, memory_order_relaxed);
+        atomic_store_explicit(&bh->flags, *flags & BH_DELETED,
+                              memory_order_relaxed);
+    } else if (bh != NULL) {
         slice->head = bh->next;
         /*
          * Release: our read of bh->next above happens before an enqueuer
@@ -186,14 +245,18 @@ static aiol_bh *bh_dequeue(aiol__bh_slice *slice, unsigned *flags)
     return bh;
 }
 
-/* Detaches loop->bh_list and returns it oldest first. */
+/*
+ * Polling thread.  Detaches loop->bh_list and returns it oldest first,
+ * followed by the local FIFO.
+ */
 static aiol_bh *bh_take_all(aiol_loop *loop)
 {
     /* Acquire pairs with the release CAS in bh_enqueue(). */
     aiol_bh *bh = atomic_exchange_explicit(&loop->bh_list, NULL,
                                            memory_order_acquire);
-    aiol_bh *fifo = NULL;
+    aiol_bh *fifo = loop->bh_local_head;
 
+    loop->bh_local_head = loop->bh_local_tail = NULL;
     while (bh != NULL) {
         aiol_bh *next = bh->next;
         bh->next = fifo;
@@ -272,6 +335,10 @@ int64_t aiol__bh_deadline_scan(aiol_loop *loop, aiol__now *now)
     int state = chain_state(head);
     const aiol__bh_slice *s;
 
+    if (state != CHAIN_NOW) {
+        int st = chain_state(loop->bh_local_head);
+        state = st > state ? st : state;
+    }
     /* Slices a nested poll's parents have not finished yet. */
     AIOL_TAILQ_FOREACH(s, &loop->bh_slices, link) {
         int st = chain_state(s->head);

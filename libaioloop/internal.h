@@ -265,6 +265,8 @@ struct aiol_loop {
     atomic_uint notify_me;     /* +2 per blocking poll */
     /* Bottom halves, see bh.c. */
     _Atomic(struct aiol_bh *) bh_list; /* lock-free stack; any thread */
+    /* local bottom halves (aiol_bh_new_local()), FIFO; polling thread */
+    struct aiol_bh *bh_local_head, *bh_local_tail;
     AIOL_TAILQ_HEAD(, aiol__bh_slice) bh_slices; /* polling thread */
     /* Timers, see timer.c.  Polling thread. */
     AIOL_LIST_HEAD(, aiol_clock) clocks;
@@ -521,7 +523,7 @@ void aiol__walk_end(aiol_loop *loop);
 static inline bool aiol__bh_any(aiol_loop *loop)
 {
     return atomic_load_explicit(&loop->bh_list, memory_order_seq_cst) != NULL ||
-           !AIOL_TAILQ_EMPTY(&loop->bh_slices);
+           loop->bh_local_head != NULL || !AIOL_TAILQ_EMPTY(&loop->bh_slices);
 }
 bool aiol__bh_poll_run(aiol_loop *loop);
 /* Runs due bottom halves (polling thread).  Returns progress. */

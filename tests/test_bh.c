@@ -4,6 +4,8 @@
  * Every test makes its own loop.  Bottom halves record their runs (and the
  * global order of runs) in a struct rec; tests assert on those records and
  * on the loop's counters (bh_runs, iterations), never on elapsed time.
+ * The single-threaded tests run twice: with thread-safe bottom halves and,
+ * as "local_*", with local ones (aiol_bh_new_local()).
  * Blocking polls that must return carry a watchdog timer (tuplus.h), so a
  * missed wakeup fails the test instead of hanging it.
  */
@@ -48,12 +50,21 @@ struct rec {
 static int g_order[MAX_ORDER];
 static int g_norder;
 static int g_depth;
+static bool g_local;    /* rec_init() makes local bottom halves */
 
 static int reset(void **state)
 {
     (void)state;
     g_norder = 0;
     g_depth = 0;
+    g_local = false;
+    return 0;
+}
+
+static int reset_local(void **state)
+{
+    reset(state);
+    g_local = true;
     return 0;
 }
 
@@ -63,7 +74,8 @@ static void rec_init(rec *r, aiol_loop *loop, int id, aiol_handler_fn *cb)
     r->loop = loop;
     r->id = id;
     if (cb != NULL) {
-        assert_int_equal(aiol_bh_new(loop, cb, r, &r->bh), 0);
+        assert_int_equal((g_local ? aiol_bh_new_local : aiol_bh_new)(
+                             loop, cb, r, &r->bh), 0);
         assert_non_null(r->bh);
     }
 }
@@ -614,7 +626,56 @@ static void test_bh_loop_free_with_live_bh_aborts(void **state)
     assert_true(tu_aborted_with(status, err, "bottom halves"));
 }
 
+/* ------------------------------------------------------------- local */
+
+/*
+ * Both kinds in one poll: the thread-safe ones in their order, then the
+ * local ones in theirs; a local schedule never kicks the loop, and one
+ * pending keeps a blocking poll from sleeping.
+ */
+static void test_bh_local_after_threadsafe(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    rec a, b, c, d;
+    tu_watchdog w;
+
+    (void)state;
+    rec_init(&a, loop, 1, cb_count);
+    rec_init(&b, loop, 2, cb_count);
+    g_local = true;
+    rec_init(&c, loop, 3, cb_count);
+    rec_init(&d, loop, 4, cb_count);
+    aiol_bh_schedule(d.bh);
+    aiol_bh_schedule(a.bh);
+    aiol_bh_schedule(c.bh);
+    aiol_bh_schedule(b.bh);
+    aiol_bh_schedule(d.bh);          /* (already pending: runs once) */
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(g_norder, 4);
+    assert_int_equal(g_order[0], 1);
+    assert_int_equal(g_order[1], 2);
+    assert_int_equal(g_order[2], 4);
+    assert_int_equal(g_order[3], 3);
+
+    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    aiol_bh_schedule(c.bh);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(c.runs, 2);
+    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(tu_stats(loop).notify_kicks, 0);
+
+    /* pending local ones at teardown are freed with the loop's lists */
+    aiol_bh_schedule(d.bh);
+    aiol_bh_delete(a.bh);
+    aiol_bh_delete(b.bh);
+    aiol_bh_delete(c.bh);
+    aiol_bh_delete(d.bh);
+    aiol_loop_free(loop);
+}
+
 #define T(f) cmocka_unit_test_setup(f, reset)
+/* the same test with local bottom halves */
+#define L(f) { "local_" #f, f, reset_local, NULL, NULL }
 
 int main(void)
 {
@@ -632,6 +693,17 @@ int main(void)
         T(test_bh_nested_blocking_poll_runs_parent_slice),
         T(test_bh_cross_thread_wakes_blocking_poll),
         T(test_bh_loop_free_with_live_bh_aborts),
+        T(test_bh_local_after_threadsafe),
+        L(test_bh_schedule_runs_once),
+        L(test_bh_schedule_twice_runs_once),
+        L(test_bh_fifo_order),
+        L(test_bh_cancel),
+        L(test_bh_delete),
+        L(test_bh_reschedule_self_once_per_poll),
+        L(test_bh_idle),
+        L(test_bh_progress),
+        L(test_bh_nested_poll_continues_slice),
+        L(test_bh_nested_blocking_poll_runs_parent_slice),
     };
     char name[64];
 

@@ -88,6 +88,21 @@ static void arm_timer_from_other_thread(void *arg)
     fprintf(stderr, "no abort\n");
 }
 
+static void schedule_local_bh_from_other_thread(void *arg)
+{
+    poller p;
+    aiol_bh *bh;
+
+    (void)arg;
+    poller_start(&p);
+    if (aiol_bh_new_local(p.loop, on_noop, NULL, &bh) != 0) {
+        _exit(3);
+    }
+    /* a local bottom half is the polling thread's: this must abort */
+    aiol_bh_schedule(bh);
+    fprintf(stderr, "no abort\n");
+}
+
 static void poll_from_two_threads(void *arg)
 {
     poller p;
@@ -118,6 +133,13 @@ static void test_polling_thread_call_from_other_thread(void **state)
                 "a polling-thread call from another thread while the loop polls");
 }
 
+static void test_local_bh_from_other_thread(void **state)
+{
+    (void)state;
+    check_child(schedule_local_bh_from_other_thread,
+                "a polling-thread call from another thread while the loop polls");
+}
+
 static void test_two_threads_poll(void **state)
 {
     (void)state;
@@ -129,6 +151,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_polling_thread_call_from_other_thread),
         cmocka_unit_test(test_two_threads_poll),
+        cmocka_unit_test(test_local_bh_from_other_thread),
     };
 
 #ifdef NDEBUG
