@@ -38,7 +38,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         qemu qemu-stock check-qemu check-qemu-stock check-guest check-vhost-guest \
         check-qtest check-install clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
-        bench-lua bench-build
+        bench-lua bench-build bench-primitives
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD) $(CHECK_OPTS)
@@ -161,6 +161,7 @@ bench: bench-deps
 	/usr/bin/python3 bench/run.py $(BUILD_BENCH) $(BENCH_ARGS)
 	@$(MAKE) --no-print-directory bench-python
 	@$(MAKE) --no-print-directory bench-lua
+	@$(MAKE) --no-print-directory bench-primitives
 	@$(MAKE) --no-print-directory bench-vmm
 	@$(MAKE) --no-print-directory bench-vhost
 	@$(MAKE) --no-print-directory bench-vhost-guest
@@ -185,6 +186,13 @@ bench-lua: bench-build
 	LUA_CPATH='$(BUILD_BENCH)/bindings/lua/?.so;;' lua5.4 bench/lua_bench.lua \
 	  $(if $(findstring --quick,$(BENCH_ARGS)),3,9) \
 	  --json $(BUILD_BENCH)/bench-results/lua.json
+
+# The kernel primitives an fd monitor can be built on, with no loop around
+# them: epoll_wait against IORING_OP_EPOLL_WAIT and POLL_ADD, epoll_ctl
+# against batched IORING_OP_EPOLL_CTL (bench/primitives.c; 77: skipped).
+bench-primitives: bench-build
+	@rc=0; $(BUILD_BENCH)/bench/bench-primitives > $(BUILD_BENCH)/bench-results/primitives.md || rc=$$?; \
+	  cat $(BUILD_BENCH)/bench-results/primitives.md; test $$rc = 0 -o $$rc = 77
 
 # aioloop-vhost-blk against qemu-storage-daemon's vhost-user-blk export,
 # same image, same run, driven by our host-side frontend
