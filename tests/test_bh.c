@@ -598,6 +598,74 @@ static void test_bh_cross_thread_wakes_blocking_poll(void **state)
     aiol_loop_free(loop);
 }
 
+/*
+ * Two loops on two threads play ping-pong with bottom halves, each side
+ * in blocking polls: every schedule lands while the other thread is about
+ * to sleep, asleep or running, so a push that neither side notices (the
+ * F2b handshake in notify.c) shows up as a hang, which the watchdogs turn
+ * into a failure.
+ */
+enum { PINGPONG_ROUNDS = 20000 };
+
+typedef struct side {
+    aiol_loop *loop;
+    aiol_bh *bh;             /* runs on this side's loop */
+    struct side *peer;
+    atomic_int runs;
+    tu_watchdog w;
+} side;
+
+/* (the volleys go on until both sides stop polling) */
+static void cb_volley(void *opaque)
+{
+    side *s = opaque;
+
+    atomic_fetch_add(&s->runs, 1);
+    aiol_bh_schedule(s->peer->bh);
+}
+
+static void *run_side(void *opaque)
+{
+    side *s = opaque;
+
+    while (atomic_load(&s->runs) < PINGPONG_ROUNDS && s->w.fired == 0) {
+        aiol_loop_poll(s->loop, true);
+    }
+    return NULL;
+}
+
+static void test_bh_cross_thread_pingpong(void **state)
+{
+    static side a, b;   /* static: a failing test must not strand a thread */
+    pthread_t t;
+
+    (void)state;
+    a.peer = &b;
+    b.peer = &a;
+    for (side *s = &a; s != NULL; s = s == &a ? &b : NULL) {
+        s->loop = tu_loop_new();
+        atomic_init(&s->runs, 0);
+        assert_int_equal(aiol_bh_new(s->loop, cb_volley, s, &s->bh), 0);
+        tu_watchdog_arm(&s->w, s->loop, TU_MS(20000));
+    }
+    assert_int_equal(pthread_create(&t, NULL, run_side, &b), 0);
+    aiol_bh_schedule(a.bh);
+    run_side(&a);
+    /* b's last volley may still be on its way: let a take it */
+    while (atomic_load(&b.runs) < PINGPONG_ROUNDS && a.w.fired == 0) {
+        aiol_loop_poll(a.loop, true);
+    }
+    pthread_join(t, NULL);
+    assert_int_equal(tu_watchdog_free(&a.w), 0);
+    assert_int_equal(tu_watchdog_free(&b.w), 0);
+    assert_true(atomic_load(&a.runs) >= PINGPONG_ROUNDS);
+    assert_true(atomic_load(&b.runs) >= PINGPONG_ROUNDS);
+    aiol_bh_delete(a.bh);
+    aiol_bh_delete(b.bh);
+    aiol_loop_free(a.loop);
+    aiol_loop_free(b.loop);
+}
+
 /* ------------------------------------------------ free with live BHs */
 
 static void free_with_live_bh(void *arg)
@@ -692,6 +760,7 @@ int main(void)
         T(test_bh_nested_poll_continues_slice),
         T(test_bh_nested_blocking_poll_runs_parent_slice),
         T(test_bh_cross_thread_wakes_blocking_poll),
+        T(test_bh_cross_thread_pingpong),
         T(test_bh_loop_free_with_live_bh_aborts),
         T(test_bh_local_after_threadsafe),
         L(test_bh_schedule_runs_once),
