@@ -292,7 +292,7 @@ static int l_call_later(lua_State *L)
     luaL_argcheck(L, delay == delay, 2, "not a number"); /* NaN */
     luaL_checktype(L, 3, LUA_TFUNCTION);
     t = lua_newuserdatauv(L, sizeof(*t), 0);
-    *t = (ltimer){ NULL, NULL, LUA_NOREF, LUA_NOREF, NULL, NULL };
+    *t = (ltimer){ .fref = LUA_NOREF, .selfref = LUA_NOREF };
     luaL_setmetatable(L, TIMER_MT);
     ret = aiol_timer_new(c, on_timer, t, &t->timer);
     if (ret < 0) {
@@ -300,11 +300,7 @@ static int l_call_later(lua_State *L)
         return fail(L, "call_later", ret);
     }
     t->ll = ll;
-    t->next = ll->timers;
-    if (ll->timers != NULL) {
-        ll->timers->prev = t;
-    }
-    ll->timers = t;
+    AIOL_LIST_INSERT_HEAD(&ll->timers, t, link);
     delay = delay < 0 ? 0 : delay > 1e9 ? 1e9 : delay;
     ns = aiol_clock_get_ns(c) + (int64_t)(delay * 1e9);
     ret = aiol_timer_mod(t->timer, ns);
@@ -334,14 +330,7 @@ static int l_timer_cancel(lua_State *L)
 static void timer_release(ltimer *t)
 {
     if (t->ll != NULL) {
-        if (t->prev != NULL) {
-            t->prev->next = t->next;
-        } else {
-            t->ll->timers = t->next;
-        }
-        if (t->next != NULL) {
-            t->next->prev = t->prev;
-        }
+        AIOL_LIST_REMOVE(t, link);
         t->ll = NULL;
     }
     if (t->timer != NULL) {
@@ -532,8 +521,8 @@ static int l_close(lua_State *L)
     ll->nfds = 0;
     aiol__lua_soon_close(L, ll);
     aiol_bh_delete(ll->soon_bh);
-    while (ll->timers != NULL) {
-        ltimer *t = ll->timers;
+    while (!AIOL_LIST_EMPTY(&ll->timers)) {
+        ltimer *t = AIOL_LIST_FIRST(&ll->timers);
 
         timer_release(t);
         timer_disarm(L, t); /* (an armed one is garbage from now on) */

@@ -37,7 +37,7 @@ struct ltimer {
     aiol_timer *timer;  /* NULL once the loop is closed */
     int fref;           /* the packed call; LUA_NOREF: not armed */
     int selfref;
-    ltimer *prev, *next;
+    AIOL_LIST_ENTRY(ltimer) link; /* on ll->timers while ll is set */
 };
 
 struct lloop {
@@ -52,7 +52,7 @@ struct lloop {
     int qref;           /* the batch being queued; LUA_NOREF: none */
     lua_Integer qn;     /* its calls, at [1, qn] (0: no batch) */
     struct soon_run *run; /* the innermost batch being run (soon.c) */
-    ltimer *timers;     /* every live timer of this loop */
+    AIOL_LIST_HEAD(, ltimer) timers; /* every live timer of this loop */
 };
 
 /* Pushes the call made of the function at @first and the values after

@@ -41,13 +41,13 @@ typedef struct server {
     int lfd, sigfd;
     int sndbuf;          /* SO_SNDBUF of each client, 0: the system's */
     bool stop;
-    client *head;        /* open clients */
+    AIOL_LIST_HEAD(, client) clients_open; /* (aioloop/queue.h) */
     unsigned long long clients, open, bytes, pauses, stalls;
 } server;
 
 struct client {
     server *s;
-    client *prev, *next;
+    AIOL_LIST_ENTRY(client) link; /* on s->clients_open */
     int fd;
     size_t off, len;     /* buf[off, len) waits to be written */
     bool eof;            /* the client shut its side: close once flushed */
@@ -61,14 +61,7 @@ static void client_close(client *c)
 {
     aiol_fd_remove(c->s->loop, c->fd);
     close(c->fd);
-    if (c->prev != NULL) {
-        c->prev->next = c->next;
-    } else {
-        c->s->head = c->next;
-    }
-    if (c->next != NULL) {
-        c->next->prev = c->prev;
-    }
+    AIOL_LIST_REMOVE(c, link);
     c->s->open--;
     free(c);
 }
@@ -185,11 +178,7 @@ static void on_accept(void *opaque)
         }
         c->s = s;
         c->fd = fd;
-        c->next = s->head;
-        if (s->head != NULL) {
-            s->head->prev = c;
-        }
-        s->head = c;
+        AIOL_LIST_INSERT_HEAD(&s->clients_open, c, link);
         s->clients++;
         s->open++;
     }
@@ -260,8 +249,8 @@ int main(int argc, char **argv)
            "%llu backpressure pauses, %llu still open\n", s.clients, s.bytes,
            s.stalls, s.pauses, s.open);
     fflush(stdout);
-    while (s.head != NULL) {
-        client_close(s.head);
+    while (!AIOL_LIST_EMPTY(&s.clients_open)) {
+        client_close(AIOL_LIST_FIRST(&s.clients_open));
     }
     aiol_fd_remove(s.loop, s.lfd);
     aiol_fd_remove(s.loop, s.sigfd);
