@@ -136,12 +136,13 @@ static void bh_enqueue_local(aiol_bh *bh, unsigned set_flags)
 static void bh_enqueue(aiol_bh *bh, unsigned set_flags)
 {
     aiol_loop *loop = bh->loop;
-    unsigned old = atomic_load_explicit(&bh->flags, memory_order_relaxed);
+    unsigned old;
 
     if (bh->local) {
         bh_enqueue_local(bh, set_flags);
         return;
     }
+    old = atomic_load_explicit(&bh->flags, memory_order_relaxed);
     /*
      * acq_rel: the release orders the caller's writes (the data the
      * callback will read) before the flag the polling thread reads with
