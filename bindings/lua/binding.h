@@ -50,7 +50,7 @@ struct lloop {
     int nfds;
     aiol_bh *soon_bh;   /* runs the call_soon batch */
     int qref;           /* the batch being queued; LUA_NOREF: none */
-    lua_Integer qn;     /* its calls, at [1, qn] (0: no batch) */
+    lua_Integer qn;     /* its calls, at [1, qn] (a batch may be empty) */
     struct soon_run *run; /* the innermost batch being run (soon.c) */
     AIOL_LIST_HEAD(, ltimer) timers; /* every live timer of this loop */
 };

@@ -137,31 +137,40 @@ static int l_call_soon(lua_State *L)
         return luaL_error(L, "the loop is closed");
     }
     luaL_checktype(L, 2, LUA_TFUNCTION);
-    if (ll->qn == 0) {
+    /*
+     * Everything that allocates comes before the call is queued, so a
+     * memory error raised on the way queues nothing (or leaves an empty
+     * batch, reused by the next call), never a call without its handle
+     * or its arguments.
+     */
+    lua_newuserdatauv(L, sizeof(lua_Integer), 1);   /* top + 1: the handle */
+    lua_pushvalue(L, lua_upvalueindex(2));
+    lua_setmetatable(L, top + 1);
+    if (ll->qref == LUA_NOREF) {
         lua_createtable(L, 4, 0);
         ll->qref = luaL_ref(L, LUA_REGISTRYINDEX);
-        aiol_bh_schedule(ll->soon_bh); /* (the first of a batch) */
     }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);    /* top + 1: the batch */
-    slot = ++ll->qn;
-    lua_pushvalue(L, 2);
-    lua_rawseti(L, top + 1, slot);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, ll->qref);    /* top + 2: the batch */
+    slot = ll->qn + 1;
     if (top > 2) {
-        if (lua_rawgeti(L, top + 1, 0) != LUA_TTABLE) {
+        if (lua_rawgeti(L, top + 2, 0) != LUA_TTABLE) {
             lua_pop(L, 1);
             lua_newtable(L);
             lua_pushvalue(L, -1);
-            lua_rawseti(L, top + 1, 0);
+            lua_rawseti(L, top + 2, 0);
         }
         aiol__lua_push_packed(L, 2, top);
         lua_rawseti(L, -2, slot);
         lua_pop(L, 1);
     }
-    *(lua_Integer *)lua_newuserdatauv(L, sizeof(lua_Integer), 1) = slot;
-    lua_pushvalue(L, lua_upvalueindex(2));
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, top + 1);
-    lua_setiuservalue(L, -2, 1);
+    lua_pushvalue(L, 2);
+    lua_rawseti(L, top + 2, slot);                  /* queued */
+    ll->qn = slot;
+    if (slot == 1) {
+        aiol_bh_schedule(ll->soon_bh); /* (the first of a batch) */
+    }
+    *(lua_Integer *)lua_touserdata(L, top + 1) = slot;
+    lua_setiuservalue(L, top + 1, 1);               /* (pops the batch) */
     return 1;
 }
 
