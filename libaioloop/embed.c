@@ -24,6 +24,8 @@
  * remover bumps embed_gen (seq_cst) before it reads walkers to decide
  * whether to free: either we see the bump and take the lock, or it sees
  * our walk and parks the handler, whose deleted flag dispatch checks.
+ * A loop never embedded this way (loop->embed_listed false) has no cache
+ * to invalidate, and its table changes skip the bump.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -157,6 +159,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
         return (int)c->n;
     }
     aiol__lock(loop);
+    loop->embed_listed = true; /* from now on table changes bump embed_gen */
     c->valid = true;
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
         if (node->events == 0) {

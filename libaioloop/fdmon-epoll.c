@@ -88,6 +88,12 @@ typedef struct epoll_state {
      * sees the flag or the changer sees notify_me and wakes it.
      */
     atomic_bool has_dirty;
+    /*
+     * loop->lock.  A set since the last flush returned 0, so its caller
+     * wakes the poller if it may sleep; later sets return
+     * AIOL__UPDATE_OWED until the next flush (fdmon.h).
+     */
+    bool owed;
     atomic_bool has_always;     /* nalways != 0; written under loop->lock */
 } epoll_state;
 
@@ -201,7 +207,7 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
         return 0; /* a dirty entry left behind finds nothing to do */
     }
     mark_dirty(s, fd);
-    return 0;
+    return aiol__update_owed(loop, &s->owed, true);
 }
 
 /*
@@ -259,6 +265,7 @@ static void flush_locked(aiol_loop *loop, epoll_state *s)
         }
     }
     s->ndirty = keep;
+    s->owed = false;
     atomic_store_explicit(&s->has_dirty, keep != 0, memory_order_relaxed);
 }
 

@@ -117,6 +117,13 @@ typedef struct uring_state {
     size_t nfds;               /* lock */
     int *dirty, *fired;        /* fds to (re)arm or cancel; lock */
     size_t ndirty, dirty_cap, nfired, fired_cap; /* lock */
+    /*
+     * lock.  A set since the last flush_changes() returned 0, so its
+     * caller wakes the poller if it may sleep; later sets return
+     * AIOL__UPDATE_OWED until the next flush (fdmon.h).  Removals never
+     * raise it: their callers wake nobody.
+     */
+    bool owed;
     /* Requests; polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;          /* submitted, callback not yet run */
@@ -255,7 +262,7 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
         s->fds[fd].dropped = true;
     }
     mark_dirty(s, fd);
-    return 0;
+    return aiol__update_owed(loop, &s->owed, new_ != NULL);
 }
 
 static struct io_uring_sqe *get_sqe(uring_state *s)
@@ -322,6 +329,7 @@ static void flush_changes(aiol_loop *loop, uring_state *s)
         sync_fd(loop, s, s->fired[i]);
     }
     s->ndirty = s->nfired = 0;
+    s->owed = false;
 }
 
 /*

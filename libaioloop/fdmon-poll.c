@@ -57,6 +57,13 @@ typedef struct poll_state {
     size_t unmirrored_cap;  /* lock */
     size_t nunmirrored;     /* lock */
     atomic_bool has_unmirrored; /* mirror in use, not direct, nunmirrored */
+    /*
+     * lock.  A set since the wait last copied pfds returned 0, so its
+     * caller wakes the poller if it may sleep; later sets return
+     * AIOL__UPDATE_OWED until the next copy (fdmon.h).  Only without a
+     * mirror: a host sleeping on the mirror is woken by every set.
+     */
+    bool owed;
 } poll_state;
 
 static int poll_init(aiol_loop *loop)
@@ -167,7 +174,8 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
         s->pfds[slot].revents = 0;
         new_->mon_slot = slot;
         unmirrored_set(loop, s, slot, refused);
-        return 0;
+        return s->embed_epfd < 0 ? aiol__update_owed(loop, &s->owed, true)
+                                 : 0;
     }
     if (slot >= 0) {
         size_t last = s->n - 1;
@@ -210,6 +218,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     if (n > 0) {
         memcpy(s->copy, s->pfds, n * sizeof(*s->copy));
     }
+    s->owed = false; /* the copy holds every change so far */
     aiol__unlock(loop);
 
     do {

@@ -102,9 +102,14 @@ typedef struct aiol__fdmon_ops {
      * lock, from any thread: a change the kernel sees only at the next
      * wait is fine (the loop wakes a sleeping poller after every update).
      * A removal (@new_ NULL or watching nothing) must not fail.  0 or
-     * -errno, nothing changed on error.
+     * -errno, nothing changed on error; or AIOL__UPDATE_OWED: the change
+     * joined deferred ones that an earlier update returned 0 for and that
+     * no wait has taken yet, so that update's wake (or its finding the
+     * poller awake, through F4) covers this one too and the caller skips
+     * its fence.
      */
     int (*update)(aiol_loop *loop, aiol__handler *old, aiol__handler *new_);
+#define AIOL__UPDATE_OWED 1
     /*
      * Waits until @deadline_ns (0: only look; AIOL_DEADLINE_NONE: no
      * limit), retrying EINTR, and queues every ready handler with
@@ -160,6 +165,25 @@ int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
 static inline bool aiol__embed_is_direct(aiol_loop *loop)
 {
     return atomic_load_explicit(&loop->direct, memory_order_relaxed);
+}
+
+/*
+ * Under the lock.  What a monitor's update() returns after it deferred a
+ * change to its next flush, with *@owed its "a set since the last flush
+ * returned 0" flag, which the flush clears: AIOL__UPDATE_OWED when such a
+ * set's wake covers this change too, else 0 (and, for a set, raises the
+ * flag).  Removals (@is_set false) never raise it: their callers wake
+ * nobody.  In direct mode every change returns 0: flushes leave the dirty
+ * list alone there and the host must re-list the fds after each change.
+ */
+static inline int aiol__update_owed(aiol_loop *loop, bool *owed, bool is_set)
+{
+    aiol__assert_locked(loop);
+    if (*owed && !aiol__embed_is_direct(loop)) {
+        return AIOL__UPDATE_OWED;
+    }
+    *owed = *owed || is_set;
+    return 0;
 }
 
 /*

@@ -20,6 +20,69 @@
 
 #include "fdmon.h"
 
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define AIOL__ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) && !defined(AIOL__ASAN)
+#define AIOL__ASAN 1
+#endif
+#ifdef AIOL__ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+/*
+ * Spare handlers.  A freed handler goes on loop->spare and the next set
+ * takes it back: a handler is too big for glibc's fast bins, so churn
+ * (add, remove, add...) paid the arena's free and malloc paths at every
+ * pair.  Under ASan a spare is poisoned, but for the link that keeps it
+ * on the list, so a use after removal is still caught.
+ */
+static void spare_poison(aiol__handler *node, bool poison)
+{
+#ifdef AIOL__ASAN
+    char *base = (char *)node, *link = (char *)&node->node_deleted;
+    char *after = link + sizeof(node->node_deleted);
+
+    if (poison) {
+        ASAN_POISON_MEMORY_REGION(base, (size_t)(link - base));
+        ASAN_POISON_MEMORY_REGION(after,
+                                  (size_t)(base + sizeof(*node) - after));
+    } else {
+        ASAN_UNPOISON_MEMORY_REGION(node, sizeof(*node));
+    }
+#else
+    (void)node, (void)poison;
+#endif
+}
+
+/* Caller holds loop->lock.  Memory for a new handler: a spare or malloc's. */
+static aiol__handler *node_alloc_locked(aiol_loop *loop)
+{
+    aiol__handler *node = AIOL_LIST_FIRST(&loop->spare);
+
+    aiol__assert_locked(loop);
+    if (node == NULL) {
+        /*
+         * malloc, not calloc: glibc's calloc bypasses the per-thread
+         * cache, and node_init() sets every field anyway.
+         */
+        return malloc(sizeof(*node));
+    }
+    AIOL_LIST_REMOVE(node, node_deleted);
+    spare_poison(node, false);
+    return node;
+}
+
+/* Caller holds loop->lock and is done with @node: it becomes a spare. */
+static void node_release_locked(aiol_loop *loop, aiol__handler *node)
+{
+    aiol__assert_locked(loop);
+    AIOL_LIST_INSERT_HEAD(&loop->spare, node, node_deleted);
+    spare_poison(node, true);
+}
+
 /* Caller holds loop->lock.  Frees every parked handler. */
 static void free_deleted_locked(aiol_loop *loop)
 {
@@ -28,7 +91,7 @@ static void free_deleted_locked(aiol_loop *loop)
     aiol__assert_locked(loop);
     while ((node = AIOL_LIST_FIRST(&loop->deleted)) != NULL) {
         AIOL_LIST_REMOVE(node, node_deleted);
-        free(node);
+        node_release_locked(loop, node);
     }
     atomic_store_explicit(&loop->deleted_pending, false,
                           memory_order_relaxed);
@@ -48,7 +111,7 @@ static void retire_locked(aiol_loop *loop, aiol__handler *node)
      * no longer is.
      */
     if (atomic_load_explicit(&loop->walkers, memory_order_seq_cst) == 0) {
-        free(node);
+        node_release_locked(loop, node);
         free_deleted_locked(loop);
         return;
     }
@@ -237,6 +300,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
                        void *opaque, bool internal)
 {
     aiol__handler *old, *node = NULL;
+    bool owed = false; /* the monitor says an earlier change's wake covers it */
     int ret = 0;
 
     aiol__check(loop != NULL, "loop is NULL");
@@ -260,12 +324,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
             aiol__unlock(loop);
             return -EBADF;
         }
-        /*
-         * malloc, not calloc: glibc's calloc bypasses the per-thread cache,
-         * and churn (add, remove, add...) then pays the arena's free path
-         * at every pair.
-         */
-        node = malloc(sizeof(*node));
+        node = node_alloc_locked(loop);
         if (node == NULL) {
             aiol__unlock(loop);
             return -ENOMEM;
@@ -287,9 +346,11 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         ret = loop->mon->update(loop, old, node);
     }
     if (ret < 0) {
-        free(node);
+        node_release_locked(loop, node);
         goto out;
     }
+    owed = ret == AIOL__UPDATE_OWED;
+    ret = 0;
     loop->table[fd] = node;
     assert(!AIOL_LIST_IS_INSERTED(node, node_live) && "a new handler is live once");
     AIOL_LIST_INSERT_HEAD(&loop->live, node, node_live);
@@ -304,7 +365,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
     }
 out:
     aiol__unlock(loop);
-    if (ret == 0) {
+    if (ret == 0 && !owed) {
         wake_sleeper(loop); /* the monitor may apply it at its next wait */
     }
     return ret;
@@ -365,6 +426,8 @@ bool aiol_fd_is_set(aiol_loop *loop, int fd)
 
 void aiol__handlers_free_all(aiol_loop *loop)
 {
+    aiol__handler *node;
+
     aiol__lock(loop);
     for (size_t fd = 0; fd < loop->table_size; fd++) {
         if (loop->table[fd] != NULL) {
@@ -372,6 +435,11 @@ void aiol__handlers_free_all(aiol_loop *loop)
         }
     }
     free_deleted_locked(loop);
+    while ((node = AIOL_LIST_FIRST(&loop->spare)) != NULL) {
+        AIOL_LIST_REMOVE(node, node_deleted);
+        spare_poison(node, false);
+        free(node);
+    }
     aiol__unlock(loop);
     free(loop->table);
     loop->table = NULL;

@@ -321,6 +321,19 @@ struct aiol_loop {
     size_t nhandlers;      /* non-NULL entries; lock */
     AIOL_LIST_HEAD(, aiol__handler) deleted; /* removed while walked; lock */
     AIOL_LIST_HEAD(, aiol__handler) live;    /* every handler in table; lock */
+    /*
+     * Freed handlers kept for the next set (handler.c), linked through
+     * node_deleted: churn then costs no malloc/free.  At most the peak
+     * number of handlers the loop had at once, freed with the loop.  lock.
+     */
+    AIOL_LIST_HEAD(, aiol__handler) spare;
+    /*
+     * Set, under the lock, by the first aiol_loop_embed_fds() that caches
+     * a list; until then no cache can name a handler and table changes
+     * skip the embed_gen bump (a locked instruction each).  Written only
+     * by the polling thread, so it may read it without the lock.
+     */
+    bool embed_listed;
 
     atomic_size_t bh_live; /* bottom halves not yet freed; any thread */
     aiol_clock *mono;      /* the monotonic clock; polling thread */
@@ -458,7 +471,9 @@ void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
  */
 static inline void aiol__embed_invalidate(aiol_loop *loop)
 {
-    atomic_fetch_add_explicit(&loop->embed_gen, 1, memory_order_seq_cst);
+    if (loop->embed_listed) {
+        atomic_fetch_add_explicit(&loop->embed_gen, 1, memory_order_seq_cst);
+    }
 }
 /* Frees the embed cache (loop teardown). */
 void aiol__embed_fini(aiol_loop *loop);

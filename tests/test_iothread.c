@@ -288,6 +288,56 @@ static void test_iothread_fd_handler_from_other_thread(void **state)
     close(c.fd);
 }
 
+/*
+ * Several handlers set back to back from another thread: the monitor may
+ * skip the wake of a change that joins deferred ones an earlier change
+ * already woke the poller for (AIOL__UPDATE_OWED).  Each round lets the
+ * iothread fall asleep first, then sets NFD already-readable fds, with a
+ * pause between them in some rounds so that the iothread flushes the
+ * first change and sleeps again before the next one arrives: that one
+ * must wake it anew.  A lost wake leaves an fd unread and fails the wait.
+ */
+static void test_iothread_fd_handlers_in_a_row(void **state)
+{
+    enum { NFD = 4 };
+    aiol_iothread *t = iothread_new_or_skip();
+    aiol_loop *loop = aiol_iothread_loop(t);
+    static fdctx c[NFD];
+
+    (void)state;
+    for (int i = 0; i < NFD; i++) {
+        c[i].fd = tu_eventfd();
+        c[i].main = pthread_self();
+        atomic_store(&c[i].reads, 0);
+        atomic_store(&c[i].on_main, 0);
+    }
+    for (long round = 1; round <= 60; round++) {
+        tu_sleep_ns(TU_MS(1)); /* the iothread sleeps in its wait */
+        for (int i = 0; i < NFD; i++) {
+            tu_eventfd_signal(c[i].fd);
+            assert_int_equal(aiol_fd_set(loop, c[i].fd, cb_fd_read, NULL,
+                                         NULL, &c[i]), 0);
+            if (round % 3 == 0) {
+                tu_sleep_ns(TU_MS(1)); /* it flushes, then sleeps again */
+            }
+        }
+        for (int i = 0; i < NFD; i++) {
+            assert_true(wait_for(&c[i].reads, round));
+        }
+        for (int i = 0; i < NFD; i++) {
+            assert_int_equal(aiol_fd_remove(loop, c[i].fd), 0);
+        }
+        iothread_sync(loop);
+    }
+    for (int i = 0; i < NFD; i++) {
+        assert_int_equal(atomic_load(&c[i].on_main), 0);
+    }
+    aiol_iothread_free(t);
+    for (int i = 0; i < NFD; i++) {
+        close(c[i].fd);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_iothread_bh_from_threads),
         cmocka_unit_test(test_iothread_bh_reschedule_roundtrips),
         cmocka_unit_test(test_iothread_fd_handler_from_other_thread),
+        cmocka_unit_test(test_iothread_fd_handlers_in_a_row),
     };
     char name[64];
 
