@@ -2,9 +2,10 @@
  * fdmon-epoll.c - the epoll(7) fd monitor.
  *
  * Design.  Every handler that watches events is registered level-triggered
- * with data.fd = its fd; the fd-indexed table maps an event back to the
- * handler that is current when the event is harvested, so replacing a
- * handler's callbacks never needs the kernel.  Consequences:
+ * with its fd and the registration's generation in data.u64; the
+ * fd-indexed table maps an event back to the handler that is current when
+ * the event is harvested, so replacing a handler's callbacks never needs
+ * the kernel.  Consequences:
  *
  *   - at most one epoll_ctl per real change; re-arming a handler with the
  *     same events makes no syscall;
@@ -18,13 +19,32 @@
  * only marks the fd dirty; the polling thread hands dirty fds to the
  * kernel right before it waits (and in aiol_loop_prepare(), for a host
  * loop sleeping on the epoll fd).  An fd added and removed in between
- * never reaches the kernel: handler churn costs no syscall.  A removal is
- * immediate (DEL at once), so the caller may close the fd as soon as
- * aiol_fd_remove() returns; deferring it would leave a registration
- * behind whenever the file outlives the fd (a dup), reporting events for
- * an fd number that may belong to another file by then.  Setting a
+ * never reaches the kernel: handler churn costs no syscall.  Setting a
  * handler makes no syscall at all, so a closed fd is only found out when
  * its ADD fails (below).
+ *
+ * Lazy removal.  A removal makes no syscall either: the registration is
+ * kept (epoll_fd.kept), and the caller may still close the fd at once.
+ * Three things can happen to a kept registration:
+ *
+ *   - the fd is set again.  Its file may have changed meanwhile (closed,
+ *     number reused), so the flush probes with ADD: EEXIST proves the
+ *     registration is the kept one, of the same file, and only a changed
+ *     set of events costs a MOD; success means the old file is gone (the
+ *     kernel dropped its registration at its last close) or lives on
+ *     elsewhere (below).  Churn on one fd costs one failing ADD a pair,
+ *     where ADD + DEL cost two full ones.
+ *   - it reports an event.  Nobody wants it: the wait DELs it then, once.
+ *   - its file outlives the fd (a dup, an eventfd KVM or a vhost-user
+ *     frontend still holds) and reports an event after the fd was closed
+ *     or its number reused.  The generation in the event no longer
+ *     matches the fd's, or the DEL fails: no fd number reaches that
+ *     registration any more, and the only way to drop it is a new epoll
+ *     instance.  The wait builds one with every live registration, puts
+ *     it at the old one's fd number (dup3, so a host polling the epoll fd
+ *     is not lost) and closes the old.  No callback ever runs for such an
+ *     event; a rebuild costs one ADD per live handler, and only a file
+ *     that outlived both its fd and its handler can cause one.
  *
  * Kernel quirks.  epoll watches (file, fd) pairs and drops a registration
  * by itself only when the last reference to the file goes away.  DEL of an
@@ -49,6 +69,7 @@
  * map the harvested events to handlers.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <sys/epoll.h>
 #include <time.h>
@@ -64,9 +85,12 @@
 
 /* Per fd number; under loop->lock. */
 typedef struct epoll_fd {
-    uint8_t kernel; /* AIOL__EV_* the epoll set holds for the fd (0: none) */
+    uint8_t kernel; /* AIOL__EV_* the registration under gen holds (0: none) */
     uint8_t always; /* AIOL__EV_* reported at every wait (epoll refused it) */
     bool dirty;     /* on the dirty list */
+    bool kept;      /* kernel != 0 but its handler is gone (lazy removal,
+                       see the top); the fd may name another file by now */
+    uint32_t gen;   /* of the fd's last successful ADD; in data.u64 >> 32 */
 } epoll_fd;
 
 typedef struct epoll_state {
@@ -172,7 +196,38 @@ static void mark_dirty(epoll_state *s, int fd)
     atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
 }
 
-/* Under loop->lock.  Records the change; a removal reaches the kernel now. */
+/*
+ * Under loop->lock.  One epoll_ctl of @fd in @epfd for @ev, stamped with
+ * generation @gen.  0 or -errno.
+ */
+static int ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
+               uint32_t gen)
+{
+    struct epoll_event e = {
+        .events = aiol__events_to_poll(ev),
+        .data.u64 = (uint64_t)gen << 32 | (uint32_t)fd,
+    };
+
+    aiol__assert_locked(loop);
+    loop->stats.monitor_ctls++;
+    return epoll_ctl(epfd, op, fd, &e) == 0 ? 0 : -errno;
+}
+
+/* Under loop->lock.  A new registration of @fd, under the next generation. */
+static int add(aiol_loop *loop, epoll_state *s, int fd, unsigned ev)
+{
+    epoll_fd *st = &s->fds[fd];
+    int ret = ctl(loop, s->epfd, EPOLL_CTL_ADD, fd, ev, st->gen + 1);
+
+    if (ret == 0) {
+        st->gen++;
+        st->kernel = (uint8_t)ev;
+        st->kept = false;
+    }
+    return ret;
+}
+
+/* Under loop->lock.  Records the change for the next flush. */
 static int epoll_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
 {
@@ -196,11 +251,8 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     }
     st = &s->fds[fd];
     if (nev == 0) {
-        /* Immediate, so the caller may close the fd when remove returns. */
-        if (st->kernel != 0) {
-            (void)aiol__epoll_change(loop, s->epfd, fd, st->kernel, 0);
-            st->kernel = 0;
-        }
+        /* No DEL: the registration is kept (lazy removal, see the top). */
+        st->kept = st->kernel != 0;
         if (st->always != 0) {
             always_drop(s, fd);
         }
@@ -228,10 +280,32 @@ static bool sync_fd(aiol_loop *loop, epoll_state *s, int fd)
         st->always = (uint8_t)want; /* still unpollable; 0 cannot happen */
         return false;
     }
-    if (want == st->kernel) {
+    if (st->kept) {
+        if (want == 0) {
+            return false; /* still nobody's: stays kept */
+        }
+        ret = add(loop, s, fd, want); /* the probe (see the top) */
+        if (ret == -EEXIST) {
+            st->kept = false; /* the kept registration, same file */
+            ret = want == st->kernel
+                      ? 0
+                      : ctl(loop, s->epfd, EPOLL_CTL_MOD, fd, want, st->gen);
+        } else if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
+            st->kept = false; /* another file or none: its own case below */
+            st->kernel = 0;
+        }
+    } else if (want == st->kernel) {
         return false;
+    } else if (st->kernel == 0) {
+        ret = add(loop, s, fd, want);
+    } else {
+        ret = ctl(loop, s->epfd, want ? EPOLL_CTL_MOD : EPOLL_CTL_DEL, fd,
+                  want, st->gen);
+        if (ret == -ENOENT || ret == -EBADF) {
+            st->kernel = 0; /* closed under its handler, maybe reused */
+            ret = want ? add(loop, s, fd, want) : 0;
+        }
     }
-    ret = aiol__epoll_change(loop, s->epfd, fd, st->kernel, want);
     if (ret == 0) {
         st->kernel = (uint8_t)want;
     } else if (ret == -EPERM) {
@@ -289,8 +363,10 @@ static bool epoll_direct_enter(aiol_loop *loop)
         if (st->kernel == 0) {
             continue;
         }
-        (void)aiol__epoll_change(loop, s->epfd, node->fd, st->kernel, 0);
+        /* (a failure: the registration is another file's; see the wait) */
+        (void)ctl(loop, s->epfd, EPOLL_CTL_DEL, node->fd, 0, st->gen);
         st->kernel = 0;
+        st->kept = false;
         mark_dirty(s, node->fd);
     }
     return true;
@@ -299,6 +375,52 @@ static bool epoll_direct_enter(aiol_loop *loop)
 static void epoll_direct_leave(aiol_loop *loop)
 {
     flush_locked(loop, loop->mon_state);
+}
+
+/*
+ * Under loop->lock; polling thread.  A registration fired that no fd
+ * number reaches any more (see the top): replaces the epoll instance with
+ * one that holds only the live handlers' registrations, at the same fd
+ * number.  Kept registrations are dropped with the old instance.  When
+ * the kernel refuses (no memory, no fd), nothing changes and the next
+ * such event tries again.
+ */
+static void rebuild_locked(aiol_loop *loop, epoll_state *s)
+{
+    int nfd = epoll_create1(EPOLL_CLOEXEC);
+
+    aiol__assert_locked(loop);
+    if (nfd < 0) {
+        return;
+    }
+    for (size_t fd = 0; fd < s->nfds; fd++) {
+        epoll_fd *st = &s->fds[fd];
+        int ret;
+
+        if (st->kernel == 0 || st->kept) {
+            continue;
+        }
+        ret = ctl(loop, nfd, EPOLL_CTL_ADD, (int)fd, st->kernel, st->gen);
+        if (ret == -ENOMEM || ret == -ENOSPC) {
+            close(nfd);
+            return;
+        }
+        if (ret < 0) {
+            st->kernel = 0; /* closed under its handler: not watched */
+            loop->stats.bad_fds++;
+        }
+    }
+    if (dup3(nfd, s->epfd, O_CLOEXEC) < 0) {
+        close(nfd);
+        return;
+    }
+    close(nfd);
+    for (size_t fd = 0; fd < s->nfds; fd++) {
+        if (s->fds[fd].kept) {
+            s->fds[fd].kept = false;
+            s->fds[fd].kernel = 0;
+        }
+    }
 }
 
 /* Hands every pending change to the kernel.  Polling thread. */
@@ -367,7 +489,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
                             int64_t deadline_ns)
 {
     epoll_state *s = loop->mon_state;
-    bool always;
+    bool always, stale = false;
     int n, queued = 0;
 
     loop->stats.monitor_waits++;
@@ -391,13 +513,34 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
     }
     aiol__lock(loop);
     for (int i = 0; i < n; i++) {
-        aiol__handler *node = aiol__handler_lookup(loop, s->events[i].data.fd);
+        int fd = (int)(uint32_t)s->events[i].data.u64;
+        epoll_fd *st = &s->fds[fd];
+        aiol__handler *node;
 
+        if (st->kernel == 0 ||
+            st->gen != (uint32_t)(s->events[i].data.u64 >> 32)) {
+            stale = true; /* a registration no fd reaches (see the top) */
+            continue;
+        }
+        if (st->kept) {
+            /* nobody's any more: DEL it now, or it is another file's */
+            if (ctl(loop, s->epfd, EPOLL_CTL_DEL, fd, 0, st->gen) == 0) {
+                st->kernel = 0;
+                st->kept = false;
+            } else {
+                stale = true;
+            }
+            continue;
+        }
+        node = aiol__handler_lookup(loop, fd);
         if (node != NULL && node->events != 0) {
             aiol__ready_add(ready, node,
                             aiol__events_from_poll(s->events[i].events));
             queued++;
         }
+    }
+    if (stale) {
+        rebuild_locked(loop, s);
     }
     for (size_t i = 0; i < s->nalways; i++) {
         aiol__handler *node = aiol__handler_lookup(loop, s->always[i]);

@@ -32,6 +32,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -437,6 +438,69 @@ static void test_epoll_add_refused_for_now(void **state)
     }
 }
 
+static bool loop_fd_ready(aiol_loop *loop)
+{
+    struct pollfd pfd = { .fd = aiol_loop_get_fd(loop), .events = POLLIN };
+
+    assert_true(pfd.fd >= 0);
+    return poll(&pfd, 1, 0) == 1;
+}
+
+/*
+ * epoll: a registration whose file outlived its closed fd is dropped by
+ * rebuilding the epoll instance (fdmon-epoll.c, "Lazy removal").  When
+ * the rebuild fails (no fd for the new instance; an ADD refused for want
+ * of memory, the k-th for every k) nothing changes: the live handler
+ * keeps working, nothing runs for the old file, and the next event of the
+ * old file tries again, which succeeds once the kernel gives in.
+ */
+static void test_epoll_rebuild_refused(void **state)
+{
+    const char *b = tu_backend_requested();
+
+    (void)state;
+    if (b == NULL || strcmp(b, "epoll") != 0) {
+        skip();
+    }
+    for (long k = 0; k <= 3; k++) {
+        aiol_loop *loop = tu_loop_new();
+        int efd = tu_eventfd(), keep = dup(efd), p[2];
+
+        pipe_reads = 0;
+        tu_pipe(p);
+        assert_int_equal(aiol_fd_set(loop, p[0], on_pipe_count, NULL, NULL,
+                                     (void *)(intptr_t)p[0]), 0);
+        assert_int_equal(aiol_fd_set(loop, efd, on_pipe_count, NULL, NULL,
+                                     (void *)(intptr_t)efd), 0);
+        assert_false(aiol_loop_poll(loop, false));
+        assert_int_equal(aiol_fd_remove(loop, efd), 0);
+        close(efd);
+        tu_eventfd_signal(keep); /* the old file, ready for good */
+        if (k == 0) {
+            tf_fail_at(TF_EPOLL_CREATE, 1, EMFILE);
+        } else {
+            tf_fail_at(TF_EPOLL_CTL, k, ENOMEM);
+        }
+        assert_false(aiol_loop_poll(loop, false));
+        assert_true(k == 0 ? tf_failed(TF_EPOLL_CREATE) == 1
+                           : tf_failed(TF_EPOLL_CTL) == 1);
+        tf_disarm();
+        tu_pipe_signal(p[1]); /* the live handler still works */
+        assert_true(aiol_loop_poll(loop, false));
+        assert_int_equal(pipe_reads, 1);
+        assert_false(aiol_loop_poll(loop, false)); /* the retry succeeds */
+        assert_false(loop_fd_ready(loop));         /* the old file is gone */
+        tu_pipe_signal(p[1]);
+        assert_true(aiol_loop_poll(loop, false));
+        assert_int_equal(pipe_reads, 2);
+        assert_int_equal(aiol_fd_remove(loop, p[0]), 0);
+        aiol_loop_free(loop);
+        close(keep);
+        close(p[0]);
+        close(p[1]);
+    }
+}
+
 #ifdef AIOL_HAVE_IO_URING
 static bool on_uring(void)
 {
@@ -555,6 +619,7 @@ int main(void)
         cmocka_unit_test(test_monitor_emfile),
         cmocka_unit_test(test_no_memory_at_all),
         cmocka_unit_test(test_epoll_add_refused_for_now),
+        cmocka_unit_test(test_epoll_rebuild_refused),
 #ifdef AIOL_HAVE_IO_URING
         cmocka_unit_test(test_get_fd_emfile),
         cmocka_unit_test(test_multishot_no_memory),

@@ -1,0 +1,259 @@
+/*
+ * test_removal.c - what a removed handler leaves behind, run once per
+ * backend.
+ *
+ * The epoll monitor removes lazily (fdmon-epoll.c, "Lazy removal"): it
+ * keeps the registration and finds out later whether the fd was set again
+ * (an ADD that fails with EEXIST), reported an event (one DEL then) or
+ * belonged to a file that outlived the fd (a dup here; an eventfd KVM or a
+ * vhost-user frontend holds, in real use), which it drops by rebuilding its
+ * epoll instance.  Whatever the backend, a removed handler is never called
+ * back, a ready fd nobody watches does not keep the loop spinning, and the
+ * handlers still set keep working.  Spinning is told by counted work: the
+ * monitor waits a blocking poll makes until a timer ends it.  On epoll the
+ * registration syscalls are counted too.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include <stdio.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "aioloop/aioloop.h"
+#include "testutil.h"
+#include "th.h"
+#include "tuplus.h"
+
+static aiol_loop_stats stats(aiol_loop *loop)
+{
+    aiol_loop_stats s;
+
+    aiol_loop_stats_get(loop, &s);
+    return s;
+}
+
+static bool is_epoll(aiol_loop *loop)
+{
+    return strcmp(aiol_loop_backend(loop), "epoll") == 0;
+}
+
+static void cb_fired(void *opaque)
+{
+    *(bool *)opaque = true;
+}
+
+/*
+ * Blocking polls until a timer 20 ms away fires; returns the monitor
+ * waits they took.  A handful when nothing is ready; one per pass, in
+ * the thousands, when a registration keeps reporting a ready fd.
+ */
+static uint64_t waits_until_timer(aiol_loop *loop)
+{
+    uint64_t w0 = stats(loop).monitor_waits;
+    bool fired = false;
+    aiol_timer *t;
+
+    assert_int_equal(aiol_timer_new(aiol_loop_clock(loop), cb_fired, &fired,
+                                    &t), 0);
+    assert_int_equal(aiol_timer_mod(t, aiol_clock_now_ns() + TU_MS(20)), 0);
+    while (!fired) {
+        aiol_loop_poll(loop, true);
+    }
+    aiol_timer_free(t);
+    return stats(loop).monitor_waits - w0;
+}
+
+/*
+ * Removed, the fd left open and ready: no callback, no spinning.  Other
+ * handlers stay set, so that on epoll the one DEL this costs cannot be
+ * mistaken for a rebuild (an ADD per live handler).
+ */
+static void test_removed_ready_fd(void **state)
+{
+    enum { NOTHER = 4 };
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd(), others[NOTHER];
+    uint64_t c0;
+    th h, ho[NOTHER];
+
+    (void)state;
+    for (int i = 0; i < NOTHER; i++) {
+        others[i] = tu_eventfd();
+        th_add(&ho[i], loop, others[i], cb_read, NULL);
+    }
+    th_add(&h, loop, efd, cb_read, NULL);
+    poll_n(loop, 1, false);                 /* the registration is made */
+    th_remove(&h);
+    tu_eventfd_signal(efd);                 /* stays readable: nobody reads */
+    c0 = stats(loop).monitor_ctls;
+    poll_n(loop, 3, false);
+    if (is_epoll(loop)) {
+        assert_int_equal(stats(loop).monitor_ctls - c0, 1); /* one DEL */
+    }
+    assert_true(waits_until_timer(loop) <= 5);
+    assert_int_equal(h.reads, 0);
+    assert_int_equal(h.after_remove, 0);
+    aiol_loop_free(loop);
+    close(efd);
+    for (int i = 0; i < NOTHER; i++) {
+        assert_int_equal(ho[i].reads, 0);
+        close(others[i]);
+    }
+}
+
+/* Removed and set again, with the same events or more: one probe. */
+static void test_set_again_after_removal(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd();
+    uint64_t c0;
+    th h;
+
+    (void)state;
+    th_add(&h, loop, efd, cb_read, NULL);
+    h.drain = true;
+    poll_n(loop, 1, false);
+    for (int round = 1; round <= 3; round++) {
+        assert_int_equal(aiol_fd_remove(loop, efd), 0);
+        c0 = stats(loop).monitor_ctls;
+        assert_int_equal(aiol_fd_set(loop, efd, cb_read, NULL, NULL, &h), 0);
+        poll_n(loop, 1, false);
+        if (is_epoll(loop)) {
+            /* ADD fails with EEXIST: the kept registration serves */
+            assert_int_equal(stats(loop).monitor_ctls - c0, 1);
+        }
+        tu_eventfd_signal(efd);
+        poll_n(loop, 1, true);
+        assert_int_equal(h.reads, round);
+    }
+    /* more events than the kept registration has: the probe, then MOD */
+    assert_int_equal(aiol_fd_remove(loop, efd), 0);
+    c0 = stats(loop).monitor_ctls;
+    assert_int_equal(aiol_fd_set(loop, efd, cb_read, cb_write, NULL, &h), 0);
+    poll_n(loop, 1, true);                   /* an eventfd is writable */
+    assert_true(h.writes >= 1);
+    if (is_epoll(loop)) {
+        assert_int_equal(stats(loop).monitor_ctls - c0, 2);
+    }
+    assert_int_equal(h.reads, 3);
+    aiol_loop_free(loop);
+    close(efd);
+}
+
+/* Removed, closed, the number reused by a new file: that file is watched. */
+static void test_closed_and_reused(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd(), again;
+    uint64_t c0;
+    th h, h2;
+
+    (void)state;
+    th_add(&h, loop, efd, cb_read, NULL);
+    poll_n(loop, 1, false);
+    th_remove(&h);
+    close(efd);                              /* the file goes with its fd */
+    again = tu_eventfd();
+    assert_int_equal(again, efd);
+    c0 = stats(loop).monitor_ctls;
+    th_add(&h2, loop, again, cb_read, NULL);
+    h2.drain = true;
+    poll_n(loop, 1, false);
+    if (is_epoll(loop)) {
+        assert_int_equal(stats(loop).monitor_ctls - c0, 1); /* a plain ADD */
+    }
+    tu_eventfd_signal(again);
+    poll_n(loop, 1, true);
+    assert_int_equal(h2.reads, 1);
+    assert_int_equal(h.reads, 0);
+    aiol_loop_free(loop);
+    close(again);
+}
+
+/*
+ * The file outlives the fd (a dup keeps it) and becomes ready after the
+ * handler was removed and the fd closed.  @reuse: the fd number is taken
+ * by a new file with a handler first.  Either way nothing is called for
+ * the old file, the loop does not spin on it, and every handler still
+ * set, an unrelated one included, keeps working.
+ */
+static void outlived(bool reuse)
+{
+    aiol_loop *loop = tu_loop_new();
+    int efd = tu_eventfd(), other = tu_eventfd(), keep = dup(efd), again = -1;
+    th h, h2, ho;
+
+    assert_true(keep >= 0);
+    th_add(&h, loop, efd, cb_read, NULL);
+    th_add(&ho, loop, other, cb_read, NULL);
+    ho.drain = true;
+    poll_n(loop, 1, false);
+    th_remove(&h);
+    close(efd);                              /* the file lives on in keep */
+    if (reuse) {
+        again = tu_eventfd();
+        assert_int_equal(again, efd);
+        th_add(&h2, loop, again, cb_read, NULL);
+        h2.drain = true;
+        poll_n(loop, 1, false);
+    }
+    tu_eventfd_signal(keep);                 /* ready for good: none reads */
+    poll_n(loop, 2, false);
+    assert_true(waits_until_timer(loop) <= 5);
+    assert_int_equal(h.reads, 0);
+    if (reuse) {
+        assert_int_equal(h2.reads, 0);
+        tu_eventfd_signal(again);
+        poll_n(loop, 1, true);
+        assert_int_equal(h2.reads, 1);
+    }
+    tu_eventfd_signal(other);
+    poll_n(loop, 1, true);
+    assert_int_equal(ho.reads, 1);
+    assert_int_equal(h.after_remove, 0);
+    aiol_loop_free(loop);
+    close(keep);
+    close(other);
+    if (again >= 0) {
+        close(again);
+    }
+}
+
+static void test_outlived_fd(void **state)
+{
+    (void)state;
+    outlived(false);
+}
+
+static void test_outlived_fd_number_reused(void **state)
+{
+    (void)state;
+    outlived(true);
+}
+
+#define T(f) cmocka_unit_test_setup(f, reset_globals)
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        T(test_removed_ready_fd),
+        T(test_set_again_after_removal),
+        T(test_closed_and_reused),
+        T(test_outlived_fd),
+        T(test_outlived_fd_number_reused),
+    };
+    char name[64];
+
+    aiol_loop_free(tu_loop_new());
+    snprintf(name, sizeof(name), "removal-%s",
+             tu_backend_requested() ? tu_backend_requested() : "default");
+    return cmocka_run_group_tests_name(name, tests, NULL, NULL);
+}
