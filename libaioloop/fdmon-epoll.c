@@ -46,6 +46,12 @@
  *     event; a rebuild costs one ADD per live handler, and only a file
  *     that outlived both its fd and its handler can cause one.
  *
+ * Once aiol_loop_get_fd() hands the epoll fd to a host, the instance must
+ * stay: a host may watch it in an epoll set of its own, where a new file
+ * under the same number is not watched.  The first hand-out drops every
+ * kept registration (a rebuild, the last one), and from then on removals
+ * DEL at once, as they did before lazy removal.
+ *
  * Kernel quirks.  epoll watches (file, fd) pairs and drops a registration
  * by itself only when the last reference to the file goes away.  DEL of an
  * fd that was closed before its handler was removed fails with EBADF or
@@ -119,6 +125,14 @@ typedef struct epoll_state {
      */
     bool owed;
     atomic_bool has_always;     /* nalways != 0; written under loop->lock */
+    /*
+     * aiol_loop_get_fd() gave the epoll fd to a host, which may watch it
+     * in an epoll set of its own (libev, libuv, a VMM's loop): replacing
+     * the instance would silently drop it there.  So from then on a
+     * removal DELs at once and nothing rebuilds (see the top).  Written
+     * under loop->lock by the polling thread, which may read it without.
+     */
+    bool handed_out;
 } epoll_state;
 
 static int epoll_init(aiol_loop *loop)
@@ -253,6 +267,11 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     if (nev == 0) {
         /* No DEL: the registration is kept (lazy removal, see the top). */
         st->kept = st->kernel != 0;
+        if (st->kept && s->handed_out) {
+            (void)ctl(loop, s->epfd, EPOLL_CTL_DEL, fd, 0, st->gen);
+            st->kernel = 0; /* (a failure: the fd was closed first) */
+            st->kept = false;
+        }
         if (st->always != 0) {
             always_drop(s, fd);
         }
@@ -423,6 +442,17 @@ static void rebuild_locked(aiol_loop *loop, epoll_state *s)
     }
 }
 
+/* Under loop->lock.  True when some registration is kept. */
+static bool any_kept(const epoll_state *s)
+{
+    for (size_t fd = 0; fd < s->nfds; fd++) {
+        if (s->fds[fd].kept) {
+            return true;
+        }
+    }
+    return false;
+}
+
 /* Hands every pending change to the kernel.  Polling thread. */
 AIOL__HOT
 static void epoll_flush(aiol_loop *loop)
@@ -539,7 +569,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
             queued++;
         }
     }
-    if (stale) {
+    if (stale && !s->handed_out) {
         rebuild_locked(loop, s);
     }
     for (size_t i = 0; i < s->nalways; i++) {
@@ -569,6 +599,27 @@ static int epoll_get_fd(aiol_loop *loop)
     epoll_state *s = loop->mon_state;
 
     aiol__embed_direct_end(loop);
+    if (!s->handed_out) {
+        /*
+         * The last moment the instance may be replaced: drop the kept
+         * registrations with it, so none can turn stale behind a host.
+         * If the kernel refuses, DEL them one by one.
+         */
+        aiol__lock(loop);
+        if (any_kept(s)) {
+            rebuild_locked(loop, s);
+        }
+        for (size_t fd = 0; fd < s->nfds; fd++) {
+            if (s->fds[fd].kept) {
+                (void)ctl(loop, s->epfd, EPOLL_CTL_DEL, (int)fd, 0,
+                          s->fds[fd].gen);
+                s->fds[fd].kept = false;
+                s->fds[fd].kernel = 0;
+            }
+        }
+        s->handed_out = true;
+        aiol__unlock(loop);
+    }
     return s->epfd;
 }
 

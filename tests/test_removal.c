@@ -25,6 +25,7 @@
 
 #include <stdio.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <unistd.h>
 
 #include "aioloop/aioloop.h"
@@ -239,6 +240,67 @@ static void test_outlived_fd_number_reused(void **state)
     outlived(true);
 }
 
+/*
+ * A host that watches the loop fd in an epoll set of its own (libev's,
+ * libuv's) must keep hearing the loop after a file outlived its removed
+ * handler: on epoll, replacing the loop's epoll instance would drop it
+ * from the host's set.  Removals before the hand-out are kept, after it
+ * they are not (fdmon-epoll.c).
+ */
+static void test_host_epoll_keeps_loop_fd(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int early = tu_eventfd(), early_keep = dup(early);
+    int efd = tu_eventfd(), keep = dup(efd), live = tu_eventfd();
+    int host = epoll_create1(EPOLL_CLOEXEC), lfd;
+    struct epoll_event ev = { .events = EPOLLIN }, out;
+    th he, h, hl;
+
+    (void)state;
+    assert_true(host >= 0 && early_keep >= 0 && keep >= 0);
+    /* removed and closed before the hand-out, its file alive */
+    th_add(&he, loop, early, cb_read, NULL);
+    poll_n(loop, 1, false);
+    th_remove(&he);
+    close(early);
+
+    th_add(&h, loop, efd, cb_read, NULL);
+    th_add(&hl, loop, live, cb_read, NULL);
+    hl.drain = true;
+    lfd = aiol_loop_get_fd(loop);
+    assert_true(lfd >= 0);
+    assert_int_equal(epoll_ctl(host, EPOLL_CTL_ADD, lfd, &ev), 0);
+    aiol_loop_prepare(loop);
+    aiol_loop_check(loop);
+    poll_n(loop, 1, false);
+    th_remove(&h);
+    close(efd);                              /* the file lives on in keep */
+    tu_eventfd_signal(keep);
+    tu_eventfd_signal(early_keep);
+    for (int i = 0; i < 3; i++) {
+        aiol_loop_prepare(loop);
+        (void)epoll_wait(host, &out, 1, 0);
+        aiol_loop_check(loop);
+        aiol_loop_dispatch(loop);
+    }
+    assert_int_equal(aiol_loop_get_fd(loop), lfd);
+    aiol_loop_prepare(loop);
+    assert_int_equal(epoll_wait(host, &out, 1, 0), 0); /* nothing stale */
+    aiol_loop_check(loop);
+    tu_eventfd_signal(live);
+    aiol_loop_prepare(loop);
+    assert_int_equal(epoll_wait(host, &out, 1, 1000), 1); /* still heard */
+    aiol_loop_check(loop);
+    assert_true(aiol_loop_dispatch(loop));
+    assert_int_equal(hl.reads, 1);
+    assert_int_equal(h.reads + he.reads, 0);
+    aiol_loop_free(loop);
+    close(host);
+    close(keep);
+    close(early_keep);
+    close(live);
+}
+
 #define T(f) cmocka_unit_test_setup(f, reset_globals)
 
 int main(void)
@@ -249,6 +311,7 @@ int main(void)
         T(test_closed_and_reused),
         T(test_outlived_fd),
         T(test_outlived_fd_number_reused),
+        T(test_host_epoll_keeps_loop_fd),
     };
     char name[64];
 

@@ -42,7 +42,11 @@ extern "C" {
  * is made shared first, which needs a new ring: see aioloop/uring.h for
  * requests in flight); poll: an epoll instance that mirrors the watched
  * fds, made on the first call.  Call it again when going back to the loop
- * fd after direct embedding (below).
+ * fd after direct embedding (below).  The file behind the fd stays the
+ * same for the loop's life (until aiol_loop_after_fork()), so a host may
+ * keep it in an epoll set of its own; on epoll this turns lazy removal
+ * off (aiol_fd_remove()).  A loop that only runs its own polls need never
+ * call it.
  * @return the fd (owned by the loop), or a negative errno when the mirror
  *         or the shared ring cannot be made (-EMFILE, -ENOMEM; the loop
  *         keeps working as before, so a later call may succeed) or, on

@@ -105,14 +105,17 @@ int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
 
 /**
  * Removes the handler of @p fd.  The fd may be closed as soon as this
- * returns, and its callbacks never run again.  No backend makes a syscall
- * here: epoll keeps the registration until the fd is set again (then an
- * ADD that fails with EEXIST reuses it) or reports an event (then one DEL
- * drops it), and a registration whose file outlived the closed fd (a dup,
- * an eventfd another process or KVM holds) is dropped at its first event
- * by rebuilding the epoll set (docs/backend-epoll.md); io_uring cancels
- * its poll at the next wait.  Either way a removed fd may wake one wait
- * that then runs nothing.
+ * returns, and its callbacks never run again.
+ *
+ * epoll makes no syscall here: it keeps the registration until the fd is
+ * set again (then an ADD that fails with EEXIST reuses it) or reports an
+ * event (then one DEL drops it), and a registration whose file outlived
+ * the closed fd (a dup, an eventfd another process or KVM holds) is
+ * dropped at its first event by rebuilding the epoll set
+ * (docs/backend-epoll.md).  Once aiol_loop_get_fd() has handed the epoll
+ * fd out, epoll DELs here instead, so the file a host watches never
+ * changes.  io_uring cancels its poll at the next wait.  Either way a
+ * removed fd may wake one wait that then runs nothing.
  * @return 0, -EBADF for a negative fd, -ENOENT when @p fd has no handler.
  */
 int aiol_fd_remove(aiol_loop *loop, int fd);
