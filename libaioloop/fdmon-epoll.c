@@ -241,6 +241,22 @@ static int add(aiol_loop *loop, epoll_state *s, int fd, unsigned ev)
     return ret;
 }
 
+/*
+ * Under loop->lock.  DELs @fd's registration now; true when the kernel
+ * dropped it (the fd still names its file).  Either way the fd has no
+ * registration we know of afterwards: one that is left belongs to a file
+ * that outlived the fd, and only a rebuild drops it (see the top).
+ */
+static bool del_now(aiol_loop *loop, epoll_state *s, int fd)
+{
+    epoll_fd *st = &s->fds[fd];
+    bool ok = ctl(loop, s->epfd, EPOLL_CTL_DEL, fd, 0, st->gen) == 0;
+
+    st->kernel = 0;
+    st->kept = false;
+    return ok;
+}
+
 /* Under loop->lock.  Records the change for the next flush. */
 static int epoll_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
@@ -268,9 +284,7 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
         /* No DEL: the registration is kept (lazy removal, see the top). */
         st->kept = st->kernel != 0;
         if (st->kept && s->handed_out) {
-            (void)ctl(loop, s->epfd, EPOLL_CTL_DEL, fd, 0, st->gen);
-            st->kernel = 0; /* (a failure: the fd was closed first) */
-            st->kept = false;
+            (void)del_now(loop, s, fd); /* (a failure: closed first) */
         }
         if (st->always != 0) {
             always_drop(s, fd);
@@ -383,9 +397,7 @@ static bool epoll_direct_enter(aiol_loop *loop)
             continue;
         }
         /* (a failure: the registration is another file's; see the wait) */
-        (void)ctl(loop, s->epfd, EPOLL_CTL_DEL, node->fd, 0, st->gen);
-        st->kernel = 0;
-        st->kept = false;
+        (void)del_now(loop, s, node->fd);
         mark_dirty(s, node->fd);
     }
     return true;
@@ -554,12 +566,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
         }
         if (st->kept) {
             /* nobody's any more: DEL it now, or it is another file's */
-            if (ctl(loop, s->epfd, EPOLL_CTL_DEL, fd, 0, st->gen) == 0) {
-                st->kernel = 0;
-                st->kept = false;
-            } else {
-                stale = true;
-            }
+            stale = stale || !del_now(loop, s, fd);
             continue;
         }
         node = aiol__handler_lookup(loop, fd);
@@ -611,10 +618,7 @@ static int epoll_get_fd(aiol_loop *loop)
         }
         for (size_t fd = 0; fd < s->nfds; fd++) {
             if (s->fds[fd].kept) {
-                (void)ctl(loop, s->epfd, EPOLL_CTL_DEL, (int)fd, 0,
-                          s->fds[fd].gen);
-                s->fds[fd].kept = false;
-                s->fds[fd].kernel = 0;
+                (void)del_now(loop, s, (int)fd);
             }
         }
         s->handed_out = true;

@@ -182,7 +182,9 @@ static inline int aiol__update_owed(aiol_loop *loop, bool *owed, bool is_set)
     if (*owed && !aiol__embed_is_direct(loop)) {
         return AIOL__UPDATE_OWED;
     }
-    *owed = *owed || is_set;
+    if (is_set) {
+        *owed = true;
+    }
     return 0;
 }
 
