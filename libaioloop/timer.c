@@ -200,10 +200,14 @@ int64_t aiol_timer_expire_ns(const aiol_timer *timer)
 
 void aiol_timer_free(aiol_timer *timer)
 {
-    if (timer != NULL) {
-        aiol_timer_cancel(timer);
-        free(timer);
+    if (timer == NULL) {
+        return;
     }
+    /* A disarmed timer may outlive its clock and loop: touch neither. */
+    if (timer->idx != AIOL_HEAP_NONE) {
+        aiol_timer_cancel(timer);
+    }
+    free(timer);
 }
 
 /*

@@ -791,6 +791,43 @@ static void test_timer_clock_freed_twice_in_callback_aborts(void **state)
     assert_true(tu_aborted_with(status, err, "clock freed twice"));
 }
 
+/*
+ * A disarmed timer (never armed, cancelled, or fired) may outlive its
+ * loop and clock: freeing it reads neither (ASan reports the read).
+ */
+static void test_timer_disarmed_freed_after_loop(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    aiol_timer *never, *cancelled, *fired, *on_clock;
+    aiol_clock *fc;
+    trec r;
+
+    (void)state;
+    assert_int_equal(aiol_clock_new(loop, fake_now, &g_fake, &fc), 0);
+    assert_int_equal(aiol_timer_new(aiol_loop_clock(loop), cb_count, &r,
+                                    &never), 0);
+    assert_int_equal(aiol_timer_new(aiol_loop_clock(loop), cb_count, &r,
+                                    &cancelled), 0);
+    assert_int_equal(aiol_timer_new(aiol_loop_clock(loop), cb_count, &r,
+                                    &fired), 0);
+    assert_int_equal(aiol_timer_new(fc, cb_count, &r, &on_clock), 0);
+    r = (trec){ .t = fired, .id = 1 };
+    assert_int_equal(aiol_timer_mod(cancelled, 0), 0);
+    aiol_timer_cancel(cancelled);
+    assert_int_equal(aiol_timer_mod(fired, 0), 0);
+    assert_int_equal(aiol_timer_mod(on_clock, g_fake + 1000000), 0);
+    aiol_timer_cancel(on_clock);
+    aiol_loop_poll(loop, false);
+    assert_int_equal(r.runs, 1);
+    assert_false(aiol_timer_is_armed(fired));
+    aiol_clock_free(fc);
+    aiol_loop_free(loop);
+    aiol_timer_free(never);
+    aiol_timer_free(cancelled);
+    aiol_timer_free(fired);
+    aiol_timer_free(on_clock);
+}
+
 #define T(f) cmocka_unit_test_setup(f, reset)
 
 int main(void)
@@ -812,6 +849,7 @@ int main(void)
         T(test_timer_callback_frees_own_clock),
         T(test_timer_nested_poll_frees_running_clock),
         T(test_timer_clock_freed_twice_in_callback_aborts),
+        T(test_timer_disarmed_freed_after_loop),
     };
     char name[64];
 

@@ -70,7 +70,8 @@ int aiol_loop_new(aiol_loop **out, const char *backend);
  * called from inside the loop's own poll, while phases are added, bottom
  * halves exist, timers are armed or clocks of its own remain, and on
  * io_uring when another thread's ring still has requests in flight (see
- * aioloop/uring.h).
+ * aioloop/uring.h).  Timers that are not armed may outlive the loop:
+ * aiol_timer_free() of a disarmed timer reads nothing of it.
  *
  * In the child of a fork() that did not call aiol_loop_after_fork(), the
  * loop's kernel objects are the parent's: freeing it there makes no

@@ -108,7 +108,13 @@ bool aiol_timer_is_armed(const aiol_timer *timer);
  */
 int64_t aiol_timer_expire_ns(const aiol_timer *timer);
 
-/** Disarms and frees @p timer (also from its own callback).  NULL is a no-op. */
+/**
+ * Disarms and frees @p timer (also from its own callback).  NULL is a
+ * no-op.  A timer that is not armed (never armed, cancelled, or fired)
+ * touches nothing of its clock or loop here, so it may be freed after
+ * them, from any thread; an armed one must be freed on the loop's
+ * polling thread while its loop and clock exist.
+ */
 void aiol_timer_free(aiol_timer *timer);
 
 #pragma GCC visibility pop
