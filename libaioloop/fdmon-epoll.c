@@ -23,8 +23,9 @@
  * handler makes no syscall at all, so a closed fd is only found out when
  * its ADD fails (below).
  *
- * Lazy removal.  A removal makes no syscall either: the registration is
- * kept (epoll_fd.kept), and the caller may still close the fd at once.
+ * Lazy removal.  A removal on the polling thread (the thread whose waits
+ * harvest events) makes no syscall either: the registration is kept
+ * (epoll_fd.kept), and the caller may still close the fd at once.
  * Three things can happen to a kept registration:
  *
  *   - the fd is set again.  Its file may have changed meanwhile (closed,
@@ -46,11 +47,21 @@
  *     event; a rebuild costs one ADD per live handler, and only a file
  *     that outlived both its fd and its handler can cause one.
  *
+ * A removal on any other thread DELs at once, under the lock: its caller
+ * may close the fd and the number may name another file as soon as the
+ * call returns, so the poller must not DEL that number later (that would
+ * race the caller's close and could drop a stranger's registration).  A
+ * DEL that succeeded marks the fd gone, so an event the poller harvested
+ * just before it is dropped quietly instead of taken for a stale
+ * registration.  When another thread starts to poll the loop, the kept
+ * registrations are its predecessor's removals: the new poller drops them
+ * with a rebuild, which touches no fd number of theirs.
+ *
  * Once aiol_loop_get_fd() hands the epoll fd to a host, the instance must
  * stay: a host may watch it in an epoll set of its own, where a new file
  * under the same number is not watched.  The first hand-out drops every
  * kept registration (a rebuild, the last one), and from then on removals
- * DEL at once, as they did before lazy removal.
+ * DEL at once, whatever the thread.
  *
  * Kernel quirks.  epoll watches (file, fd) pairs and drops a registration
  * by itself only when the last reference to the file goes away.  DEL of an
@@ -94,8 +105,11 @@ typedef struct epoll_fd {
     uint8_t kernel; /* AIOL__EV_* the registration under gen holds (0: none) */
     uint8_t always; /* AIOL__EV_* reported at every wait (epoll refused it) */
     bool dirty;     /* on the dirty list */
-    bool kept;      /* kernel != 0 but its handler is gone (lazy removal,
+    bool kept : 1;  /* kernel != 0 but its handler is gone (lazy removal,
                        see the top); the fd may name another file by now */
+    bool gone : 1;  /* kernel == 0 because we dropped gen's registration
+                       (a DEL that succeeded, a rebuild): an event of gen
+                       harvested before that is a leftover, not stale */
     uint32_t gen;   /* of the fd's last successful ADD; in data.u64 >> 32 */
 } epoll_fd;
 
@@ -125,6 +139,13 @@ typedef struct epoll_state {
      */
     bool owed;
     atomic_bool has_always;     /* nalways != 0; written under loop->lock */
+    size_t nkept;               /* fds with kept set; loop->lock */
+    /*
+     * aiol__thread_id() of the thread whose waits harvest events, 0
+     * before the first wait: a removal on it may be lazy (see the top).
+     * Written under loop->lock by that thread, which reads it without.
+     */
+    uint64_t waiter;
     /*
      * aiol_loop_get_fd() gave the epoll fd to a host, which may watch it
      * in an epoll set of its own (libev, libuv, a VMM's loop): replacing
@@ -227,6 +248,15 @@ static int ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
     return epoll_ctl(epfd, op, fd, &e) == 0 ? 0 : -errno;
 }
 
+/* Under loop->lock.  Sets or clears @fd's kept flag, counting it. */
+static void set_kept(epoll_state *s, int fd, bool kept)
+{
+    epoll_fd *st = &s->fds[fd];
+
+    s->nkept += (size_t)kept - (size_t)st->kept;
+    st->kept = kept;
+}
+
 /* Under loop->lock.  A new registration of @fd, under the next generation. */
 static int add(aiol_loop *loop, epoll_state *s, int fd, unsigned ev)
 {
@@ -236,7 +266,8 @@ static int add(aiol_loop *loop, epoll_state *s, int fd, unsigned ev)
     if (ret == 0) {
         st->gen++;
         st->kernel = (uint8_t)ev;
-        st->kept = false;
+        st->gone = false;
+        set_kept(s, fd, false);
     }
     return ret;
 }
@@ -253,7 +284,8 @@ static bool del_now(aiol_loop *loop, epoll_state *s, int fd)
     bool ok = ctl(loop, s->epfd, EPOLL_CTL_DEL, fd, 0, st->gen) == 0;
 
     st->kernel = 0;
-    st->kept = false;
+    st->gone = ok;
+    set_kept(s, fd, false);
     return ok;
 }
 
@@ -281,9 +313,13 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     }
     st = &s->fds[fd];
     if (nev == 0) {
-        /* No DEL: the registration is kept (lazy removal, see the top). */
-        st->kept = st->kernel != 0;
-        if (st->kept && s->handed_out) {
+        /*
+         * No DEL on the polling thread: the registration is kept (lazy
+         * removal, see the top).  Elsewhere, or once handed out, DEL now.
+         */
+        set_kept(s, fd, st->kernel != 0);
+        if (st->kept &&
+            (s->handed_out || s->waiter != aiol__thread_id())) {
             (void)del_now(loop, s, fd); /* (a failure: closed first) */
         }
         if (st->always != 0) {
@@ -319,13 +355,14 @@ static bool sync_fd(aiol_loop *loop, epoll_state *s, int fd)
         }
         ret = add(loop, s, fd, want); /* the probe (see the top) */
         if (ret == -EEXIST) {
-            st->kept = false; /* the kept registration, same file */
+            set_kept(s, fd, false); /* the kept registration, same file */
             ret = want == st->kernel
                       ? 0
                       : ctl(loop, s->epfd, EPOLL_CTL_MOD, fd, want, st->gen);
         } else if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
-            st->kept = false; /* another file or none: its own case below */
+            set_kept(s, fd, false); /* another file or none: see below */
             st->kernel = 0;
+            st->gone = false;
         }
     } else if (want == st->kernel) {
         return false;
@@ -414,15 +451,15 @@ static void epoll_direct_leave(aiol_loop *loop)
  * one that holds only the live handlers' registrations, at the same fd
  * number.  Kept registrations are dropped with the old instance.  When
  * the kernel refuses (no memory, no fd), nothing changes and the next
- * such event tries again.
+ * such event tries again.  True when the instance was replaced.
  */
-static void rebuild_locked(aiol_loop *loop, epoll_state *s)
+static bool rebuild_locked(aiol_loop *loop, epoll_state *s)
 {
     int nfd = epoll_create1(EPOLL_CLOEXEC);
 
     aiol__assert_locked(loop);
     if (nfd < 0) {
-        return;
+        return false;
     }
     for (size_t fd = 0; fd < s->nfds; fd++) {
         epoll_fd *st = &s->fds[fd];
@@ -434,35 +471,50 @@ static void rebuild_locked(aiol_loop *loop, epoll_state *s)
         ret = ctl(loop, nfd, EPOLL_CTL_ADD, (int)fd, st->kernel, st->gen);
         if (ret == -ENOMEM || ret == -ENOSPC) {
             close(nfd);
-            return;
+            return false;
         }
         if (ret < 0) {
             st->kernel = 0; /* closed under its handler: not watched */
+            st->gone = false;
             loop->stats.bad_fds++;
         }
     }
     if (dup3(nfd, s->epfd, O_CLOEXEC) < 0) {
         close(nfd);
-        return;
+        return false;
     }
     close(nfd);
-    for (size_t fd = 0; fd < s->nfds; fd++) {
+    for (size_t fd = 0; fd < s->nfds && s->nkept != 0; fd++) {
         if (s->fds[fd].kept) {
-            s->fds[fd].kept = false;
+            set_kept(s, (int)fd, false);
             s->fds[fd].kernel = 0;
+            s->fds[fd].gone = true;
         }
     }
+    return true;
 }
 
-/* Under loop->lock.  True when some registration is kept. */
-static bool any_kept(const epoll_state *s)
+/*
+ * Polling thread, lock not held.  The calling thread @me starts to poll
+ * the loop: registrations kept until now are another thread's removals,
+ * whose fds it may be closing, so they go with a rebuild, which touches
+ * none of their numbers.  If the kernel refuses one, they are left for a
+ * later rebuild as registrations no fd reaches (their events are stale).
+ */
+static void waiter_change(aiol_loop *loop, epoll_state *s, uint64_t me)
 {
-    for (size_t fd = 0; fd < s->nfds; fd++) {
-        if (s->fds[fd].kept) {
-            return true;
+    aiol__lock(loop);
+    if (s->nkept != 0 && !rebuild_locked(loop, s)) {
+        for (size_t fd = 0; fd < s->nfds && s->nkept != 0; fd++) {
+            if (s->fds[fd].kept) {
+                set_kept(s, (int)fd, false);
+                s->fds[fd].kernel = 0;
+                s->fds[fd].gone = false;
+            }
         }
     }
-    return false;
+    s->waiter = me;
+    aiol__unlock(loop);
 }
 
 /* Hands every pending change to the kernel.  Polling thread. */
@@ -531,10 +583,14 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
                             int64_t deadline_ns)
 {
     epoll_state *s = loop->mon_state;
+    uint64_t me = aiol__thread_id();
     bool always, stale = false;
     int n, queued = 0;
 
     loop->stats.monitor_waits++;
+    if (me != s->waiter) {
+        waiter_change(loop, s, me); /* a kept removal may not be ours */
+    }
     aiol__embed_direct_end(loop); /* our own wait: the set must be whole */
     epoll_flush(loop);
     if (deadline_ns != 0 &&
@@ -559,10 +615,13 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
         epoll_fd *st = &s->fds[fd];
         aiol__handler *node;
 
-        if (st->kernel == 0 ||
-            st->gen != (uint32_t)(s->events[i].data.u64 >> 32)) {
+        if (st->gen != (uint32_t)(s->events[i].data.u64 >> 32) ||
+            (st->kernel == 0 && !st->gone)) {
             stale = true; /* a registration no fd reaches (see the top) */
             continue;
+        }
+        if (st->kernel == 0) {
+            continue; /* harvested before a removal DELed it */
         }
         if (st->kept) {
             /* nobody's any more: DEL it now, or it is another file's */
@@ -613,8 +672,8 @@ static int epoll_get_fd(aiol_loop *loop)
          * If the kernel refuses, DEL them one by one.
          */
         aiol__lock(loop);
-        if (any_kept(s)) {
-            rebuild_locked(loop, s);
+        if (s->nkept != 0) {
+            (void)rebuild_locked(loop, s);
         }
         for (size_t fd = 0; fd < s->nfds; fd++) {
             if (s->fds[fd].kept) {

@@ -23,7 +23,12 @@
 #include <stdint.h>
 #include <cmocka.h>
 
+#include <dirent.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
 #include <unistd.h>
@@ -301,6 +306,232 @@ static void test_host_epoll_keeps_loop_fd(void **state)
     close(live);
 }
 
+/*
+ * True when some epoll instance of this process watches fd number @fd
+ * (/proc/self/fdinfo lists each registration as "tfd: N").
+ */
+static bool epoll_watches(int fd)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    bool found = false;
+
+    assert_non_null(d);
+    while (!found && (e = readdir(d)) != NULL) {
+        char path[300], target[64], line[256];
+        ssize_t n;
+        FILE *f;
+
+        snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+        n = readlink(path, target, sizeof(target) - 1);
+        if (n < 0) {
+            continue;
+        }
+        target[n] = '\0';
+        if (strcmp(target, "anon_inode:[eventpoll]") != 0) {
+            continue;
+        }
+        snprintf(path, sizeof(path), "/proc/self/fdinfo/%s", e->d_name);
+        f = fopen(path, "r");
+        if (f == NULL) {
+            continue;
+        }
+        while (!found && fgets(line, sizeof(line), f) != NULL) {
+            int tfd;
+
+            found = sscanf(line, "tfd: %d", &tfd) == 1 && tfd == fd;
+        }
+        fclose(f);
+    }
+    closedir(d);
+    return found;
+}
+
+typedef struct remover {
+    aiol_loop *loop;
+    int fd;
+} remover;
+
+static void *remove_thread(void *arg)
+{
+    remover *r = arg;
+
+    assert_int_equal(aiol_fd_remove(r->loop, r->fd), 0);
+    return NULL;
+}
+
+/*
+ * fd.h: once aiol_fd_remove() returns the fd is the caller's, from any
+ * thread.  Removed on another thread than the one that polls, no
+ * registration is left for the poller to DEL later, when the number may
+ * name another file; removed on the polling thread, epoll keeps it (lazy
+ * removal), which the poller may DEL itself.
+ */
+static void test_removed_on_another_thread(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int mine = tu_eventfd(), theirs = tu_eventfd();
+    remover r = { .loop = loop, .fd = theirs };
+    pthread_t t;
+    th hm, ht;
+
+    (void)state;
+    th_add(&hm, loop, mine, cb_read, NULL);
+    th_add(&ht, loop, theirs, cb_read, NULL);
+    poll_n(loop, 1, false); /* this thread polls: the registrations are made */
+    if (is_epoll(loop)) {
+        assert_true(epoll_watches(mine) && epoll_watches(theirs));
+    }
+    assert_int_equal(pthread_create(&t, NULL, remove_thread, &r), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    ht.removed = true;
+    th_remove(&hm);
+    if (is_epoll(loop)) {
+        assert_false(epoll_watches(theirs));
+        assert_true(epoll_watches(mine)); /* kept: the poller's own */
+    }
+    tu_eventfd_signal(mine);
+    tu_eventfd_signal(theirs);
+    assert_true(waits_until_timer(loop) <= 5);
+    assert_int_equal(hm.reads + ht.reads, 0);
+    if (is_epoll(loop)) {
+        assert_false(epoll_watches(mine)); /* its event DELed it */
+    }
+    aiol_loop_free(loop);
+    close(mine);
+    close(theirs);
+}
+
+static void *poll_once_thread(void *arg)
+{
+    aiol_loop_poll(arg, false);
+    return NULL;
+}
+
+/*
+ * The polling thread's removal is kept; when another thread takes over
+ * polling, that registration is its predecessor's, whose fd it may be
+ * closing: the new poller drops it without an epoll_ctl on its number
+ * (a rebuild ADDs the live registrations, nothing else).
+ */
+static void test_kept_removal_dropped_when_poller_changes(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int gone = tu_eventfd(), live = tu_eventfd();
+    uint64_t c0;
+    pthread_t t;
+    th hg, hl;
+
+    (void)state;
+    th_add(&hg, loop, gone, cb_read, NULL);
+    th_add(&hl, loop, live, cb_read, NULL);
+    hl.drain = true;
+    poll_n(loop, 1, false);
+    th_remove(&hg);
+    c0 = stats(loop).monitor_ctls;
+    assert_int_equal(pthread_create(&t, NULL, poll_once_thread, loop), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    if (is_epoll(loop)) {
+        assert_false(epoll_watches(gone));
+        assert_true(epoll_watches(live));
+        /* the rebuild: ADDs of live and of the loop's notifier */
+        assert_int_equal(stats(loop).monitor_ctls - c0, 2);
+    }
+    tu_eventfd_signal(gone);
+    tu_eventfd_signal(live);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(hl.reads, 1);
+    assert_int_equal(hg.reads, 0);
+    aiol_loop_free(loop);
+    close(gone);
+    close(live);
+}
+
+/*
+ * Threads set, remove, close and reuse fd numbers while another thread
+ * dispatches.  Each fd's file outlives it (a dup), and is made ready
+ * after the fd is closed, so a registration the removal left behind
+ * reports an event while the number is being closed or reused: anything
+ * the poller then did to the number would be a race TSan reports.  The
+ * callback only counts (it does not read the fd: one that began before a
+ * removal on another thread may still run while the fd is closed).
+ */
+enum { CHURN_THREADS = 2, CHURN_ROUNDS = 300 };
+
+typedef struct churn churn;
+typedef struct churn_worker_arg {
+    churn *ch;
+    atomic_int calls;
+} churn_worker_arg;
+
+struct churn {
+    aiol_loop *loop;
+    atomic_bool stop;
+    atomic_int ended;
+    churn_worker_arg w[CHURN_THREADS];
+};
+
+static void churn_read(void *opaque)
+{
+    atomic_fetch_add(&((churn_worker_arg *)opaque)->calls, 1);
+}
+
+static void *churn_worker(void *arg)
+{
+    churn_worker_arg *w = arg;
+    churn *ch = w->ch;
+
+    for (int i = 0; i < CHURN_ROUNDS; i++) {
+        int fd = tu_eventfd(), keep = dup(fd), reuse;
+        int before = atomic_load(&w->calls);
+
+        assert_true(keep >= 0);
+        assert_int_equal(aiol_fd_set(ch->loop, fd, churn_read, NULL, NULL, w),
+                         0);
+        tu_eventfd_signal(fd);
+        for (int spin = 0; atomic_load(&w->calls) == before && spin < 100000;
+             spin++) {
+            sched_yield();
+        }
+        assert_int_equal(aiol_fd_remove(ch->loop, fd), 0);
+        close(fd);
+        tu_eventfd_signal(keep); /* the old file is ready for good */
+        reuse = tu_eventfd();    /* most often the same number */
+        tu_eventfd_signal(reuse);
+        close(reuse);
+        close(keep);
+    }
+    if (atomic_fetch_add(&ch->ended, 1) + 1 == CHURN_THREADS) {
+        atomic_store(&ch->stop, true);
+        aiol_loop_notify(ch->loop);
+    }
+    return NULL;
+}
+
+static void test_cross_thread_remove_close_reuse(void **state)
+{
+    churn ch = { .loop = tu_loop_new() };
+    pthread_t t[CHURN_THREADS];
+    int calls = 0;
+
+    (void)state;
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        ch.w[i].ch = &ch;
+        assert_int_equal(pthread_create(&t[i], NULL, churn_worker, &ch.w[i]),
+                         0);
+    }
+    while (!atomic_load(&ch.stop)) {
+        aiol_loop_poll(ch.loop, true);
+    }
+    for (int i = 0; i < CHURN_THREADS; i++) {
+        assert_int_equal(pthread_join(t[i], NULL), 0);
+        calls += atomic_load(&ch.w[i].calls);
+    }
+    assert_true(calls >= CHURN_THREADS); /* the handlers did run */
+    assert_true(waits_until_timer(ch.loop) <= 5); /* nothing left fires */
+    aiol_loop_free(ch.loop);
+}
+
 #define T(f) cmocka_unit_test_setup(f, reset_globals)
 
 int main(void)
@@ -312,6 +543,9 @@ int main(void)
         T(test_outlived_fd),
         T(test_outlived_fd_number_reused),
         T(test_host_epoll_keeps_loop_fd),
+        T(test_removed_on_another_thread),
+        T(test_kept_removal_dropped_when_poller_changes),
+        T(test_cross_thread_remove_close_reuse),
     };
     char name[64];
 

@@ -104,17 +104,24 @@ int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
                 aiol_handler_fn *write, aiol_poll_fn *poll, void *opaque);
 
 /**
- * Removes the handler of @p fd.  The fd may be closed as soon as this
- * returns, and its callbacks never run again.
+ * Removes the handler of @p fd.  The fd may be closed, and its number
+ * reused, as soon as this returns, and its callbacks are never called
+ * again (one the polling thread already began runs on: a remover on
+ * another thread that closes the fd must not race it).
  *
- * epoll makes no syscall here: it keeps the registration until the fd is
- * set again (then an ADD that fails with EEXIST reuses it) or reports an
- * event (then one DEL drops it), and a registration whose file outlived
- * the closed fd (a dup, an eventfd another process or KVM holds) is
- * dropped at its first event by rebuilding the epoll set
- * (docs/backend-epoll.md).  Once aiol_loop_get_fd() has handed the epoll
- * fd out, epoll DELs here instead, so the file a host watches never
- * changes.  io_uring cancels its poll at the next wait.  Either way a
+ * Removed on another thread, the loop makes no syscall on the fd number
+ * after this returns: epoll DELs here, under the loop lock.  Only a wait
+ * already handed to the kernel may still hold the fd (ppoll's set, an
+ * io_uring poll submitted with it) and wake once for it, running nothing.
+ *
+ * Removed on the polling thread, epoll makes no syscall here: it keeps
+ * the registration until the fd is set again (then an ADD that fails
+ * with EEXIST reuses it) or reports an event (then that thread DELs it at
+ * its next wait), and a registration whose file outlived the closed fd
+ * (a dup, an eventfd another process or KVM holds) is dropped at its
+ * first event by rebuilding the epoll set (docs/backend-epoll.md).  Once
+ * aiol_loop_get_fd() has handed the epoll fd out, epoll DELs here from
+ * any thread.  io_uring cancels its poll at the next wait.  Either way a
  * removed fd may wake one wait that then runs nothing.
  * @return 0, -EBADF for a negative fd, -ENOENT when @p fd has no handler.
  */
