@@ -1,7 +1,7 @@
 /*
  * primitives.c - the kernel primitives an fd monitor can be built on,
- * timed side by side with no loop around them: what issue 19's io_uring
- * designs would cost at best.  `make bench-primitives`.
+ * timed side by side with no loop around them: what an io_uring monitor
+ * waiting on an epoll set would cost at best.  `make bench-primitives`.
  *
  *   wait     one eventfd of N made readable, then one wait that reports it
  *            and a read that drains it, per event:

@@ -1,4 +1,4 @@
-"""bench/report.py - the table, the BRIEF §8 target checks and the gnuplot
+"""bench/report.py - the table, the performance target checks and the gnuplot
 plots from one run of bench/run.py (results as a list of dicts).
 
 Run alone, it redoes them from a run's results.json, without measuring:
@@ -13,7 +13,7 @@ import sys
 NAMES = {"aiol": "aioloop", "ev": "libev", "uv": "libuv", "event": "libevent",
          "glib": "glib", "epoll": "epoll (hand-written)"}
 REF = "aioloop:epoll"
-CHAIN_PEERS = ("libev", "libuv", "libevent")  # the BRIEF's "best peer"
+CHAIN_PEERS = ("libev", "libuv", "libevent")  # the chain target's "best peer"
 FLOOR = "epoll (hand-written)"
 
 
@@ -96,7 +96,7 @@ def ratio(a, b):
 
 
 def targets(res):
-    out = ["| BRIEF §8 target | measured (libaioloop epoll unless said; ratio = "
+    out = ["| performance target | measured (libaioloop epoll unless said; ratio = "
            "libaioloop / other) | status |", "|---|---|---|"]
 
     def row(target, measured, ok):

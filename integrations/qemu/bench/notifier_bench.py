@@ -13,7 +13,7 @@ and QEMU under `strace -f -e trace=ioctl` counts, for the start alone, the
 KVM_SET_GSI_ROUTING, KVM_IOEVENTFD and KVM_IRQFD calls (strace names
 them).
 
-Cases (BRIEF §6, issue 15):
+Cases (the fork's KVM notifier batching, docs/qemu.md):
   virtio-blk-pci with an iothread and 1, 64 or 256 queues;
   8 virtio-blk-pci devices with 64 queues each (started one after the
     other; times and counts are the sum);

@@ -414,7 +414,7 @@ bool aiol_vhost_vq_notify(aiol_vhost_vq *vq)
         return false;
     }
     if (vq->call_fd < 0) {
-        vq->st.skipped++; /* a polling driver: never signalled (seed 002) */
+        vq->st.skipped++; /* a polling driver: never signalled */
         return false;
     }
     signal_fd(vq->call_fd);

@@ -162,7 +162,7 @@ typedef struct aiol_vhost_vq_stats {
                                 event idx) */
     uint64_t skipped;      /**< notifies that were due but the ring has no
                                 call fd (VHOST_USER_VRING_NOFD_MASK: a
-                                polling driver; seed 002) */
+                                polling driver) */
     uint64_t popped;       /**< chains popped */
     uint64_t broken;       /**< malformed chains found (ring broken) */
 } aiol_vhost_vq_stats;
