@@ -262,7 +262,7 @@ bench-notifiers: all
 # libaioloop-vmm on real /dev/kvm: MSI routes per vector against batched,
 # host notifiers one transaction each against one (exits 77 without KVM).
 bench-vmm: bench-build
-	@$(BUILD_BENCH)/integrations/qemu/vmm/bench-vmm 7 || { rc=$$?; [ $$rc = 77 ] || exit $$rc; }
+	@$(BUILD_BENCH)/integrations/vmm/bench-vmm 7 || { rc=$$?; [ $$rc = 77 ] || exit $$rc; }
 
 check-qemu-stock: qemu-stock
 	integrations/qemu/run-tests.sh $(QEMU_WORK) stock

@@ -12,4 +12,4 @@ gen aioloop libaioloop.so include/aioloop
 gen aioloop-glib libaioloop-glib.so include/aioloop
 gen aioloop-ev libaioloop-ev.so include/aioloop
 gen aioloop-vhost integrations/vhost/libaioloop-vhost.so integrations/vhost/include/aioloop
-gen aioloop-vmm integrations/qemu/vmm/libaioloop-vmm.so integrations/qemu/vmm/include/aioloop
+gen aioloop-vmm integrations/vmm/libaioloop-vmm.so integrations/vmm/include/aioloop

@@ -24,7 +24,7 @@ pcdir=$(dirname "$(find "$prefix" -name aioloop.pc)")
 libdir=$(dirname "$pcdir")
 export PKG_CONFIG_PATH=$pcdir
 for h in "$repo"/include/aioloop/*.h "$repo"/integrations/vhost/include/aioloop/*.h \
-         "$repo"/integrations/qemu/vmm/include/aioloop/*.h; do
+         "$repo"/integrations/vmm/include/aioloop/*.h; do
     [ -f "$prefix/include/aioloop/${h##*/}" ] ||
         { echo "check-install: ${h##*/} was not installed"; exit 1; }
 done

@@ -1,5 +1,5 @@
 /*
- * internal.h - private helpers of the VMM library (integrations/qemu/vmm).
+ * internal.h - private helpers of the VMM library (integrations/vmm).
  *
  * Nothing here is API.  Internal non-static names start with aiol__.
  */

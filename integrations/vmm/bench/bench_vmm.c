@@ -11,7 +11,7 @@
  * Each cell is the median of ROUNDS runs, each on a fresh VM (VM creation
  * is not timed).  Prints a markdown table.  Exits 77 without /dev/kvm.
  *
- *   build/integrations/qemu/vmm/bench-vmm [rounds]
+ *   build/integrations/vmm/bench-vmm [rounds]
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
