@@ -31,6 +31,17 @@
 #include <stdlib.h>
 
 #include "internal.h"
+#include "bh-priv.h"
+#include "notify-priv.h"
+
+/* Idle bottom halves run at most this late. */
+#define AIOL__BH_IDLE_NS (10 * 1000 * 1000)
+
+/* A run of bottom halves taken by one poll call; see bh.c. */
+typedef struct aiol__bh_slice {
+    struct aiol_bh *head;
+    AIOL_TAILQ_ENTRY(aiol__bh_slice) link;
+} aiol__bh_slice;
 
 enum {
     BH_PENDING = 1u << 0,   /* on loop->bh_list or a slice */

@@ -25,7 +25,12 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "busypoll-priv.h"
+
+/* A polled handler without progress for this long stops being polled. */
+#define AIOL__POLL_IDLE_NS (7 * 1000 * 1000)
+/* The first window after polling was off (QEMU's first step too). */
+#define AIOL__POLL_FIRST_NS 4000
 
 int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
                               int64_t shrink)

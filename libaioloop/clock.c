@@ -5,7 +5,7 @@
  */
 #include <time.h>
 
-#include "internal.h"
+#include "fdmon.h"
 
 int64_t aiol_clock_now_ns(void)
 {

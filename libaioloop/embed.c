@@ -31,6 +31,16 @@
 #include <stdlib.h>
 
 #include "fdmon.h"
+#include "busypoll-priv.h"
+#include "embed-priv.h"
+#include "loop-priv.h"
+
+struct aiol_phase {
+    aiol_loop *loop;
+    aiol_phase_ops ops;
+    void *opaque;
+    AIOL_LIST_ENTRY(aiol_phase) link; /* loop->phases; polling thread */
+};
 
 int aiol_loop_get_fd(aiol_loop *loop)
 {

@@ -71,6 +71,7 @@
 #include <unistd.h>
 
 #include "fdmon.h"
+#include "uring-priv.h"
 
 #define RING_ENTRIES 1024
 

@@ -188,7 +188,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
             s->pfds[slot] = s->pfds[last];
             s->unmirrored[slot] = s->unmirrored[last];
             s->unmirrored[last] = false;
-            loop->table[last_fd]->mon_slot = slot;
+            aiol__handler_lookup(loop, last_fd)->mon_slot = slot;
         }
         s->n--;
     }
@@ -278,9 +278,8 @@ static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
         memset(s->unmirrored, 0, s->n * sizeof(*s->unmirrored));
     }
     for (size_t i = 0; ret == 0 && i < s->n; i++) {
-        aiol__handler *node = loop->table[s->pfds[i].fd < 0
-                                          ? -s->pfds[i].fd - 1
-                                          : s->pfds[i].fd];
+        aiol__handler *node = aiol__handler_lookup(
+            loop, s->pfds[i].fd < 0 ? -s->pfds[i].fd - 1 : s->pfds[i].fd);
         ret = aiol__epoll_change(loop, epfd, node->fd,
                                  add ? 0u : node->events,
                                  add ? node->events : 0u);

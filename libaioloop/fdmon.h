@@ -8,21 +8,37 @@
  * update whenever a handler is set, replaced or removed, and wait once per
  * iteration.  Everything else is optional.
  *
- * What a monitor may use of the loop:
+ * A monitor's whole world is this file and internal.h, and of internal.h
+ * it uses only what this list names (tests/check-fdmon.py fails the
+ * build's checks when a fdmon-*.c uses a loop field or an aiol__ name
+ * that this file does not name, or includes another private header than
+ * its own):
  *   - loop->mon_state, its own;
- *   - loop->lock (aiol__lock(), aiol__unlock()), which protects the fd
- *     table and every monitor's registration state; update runs with it
- *     held, wait takes it only to map events to handlers;
- *   - aiol__handler_lookup() (under the lock) and the handler fields fd,
- *     events (AIOL__EV_IN / AIOL__EV_OUT, 0: none) and mon_slot (the
- *     monitor's own, -1 when the handler is new);
- *   - aiol__ready_add() to queue a ready handler on the wait's list;
+ *   - loop->lock through aiol__lock(), aiol__unlock() and
+ *     aiol__assert_locked(): it protects the fd table and every monitor's
+ *     registration state; update runs with it held, wait takes it only to
+ *     map events to handlers;
+ *   - aiol__assert_poller() for calls made on the polling thread, and
+ *     aiol__thread_id() to tell that thread from others;
+ *   - aiol__handler_lookup() (under the lock) and, of an aiol__handler,
+ *     the fields fd, events (AIOL__EV_IN / AIOL__EV_OUT, 0: none) and
+ *     mon_slot (the monitor's own, -1 when the handler is new);
+ *   - aiol__ready_add() to queue a ready handler on the wait's
+ *     aiol__ready_list, with AIOL__EV_* readiness;
  *   - loop->live and loop->nhandlers (under the lock), to walk every set
  *     handler, which only the direct-embedding hooks below need;
- *   - loop->stats.monitor_waits, monitor_ctls (under the lock), bad_fds;
- *   - the helpers aiol__fd_reserve(), aiol__fd_list_mark(),
- *     aiol__deadline_to_timespec(), aiol__epoll_change(),
- *     aiol__embed_is_direct() and aiol__embed_invalidate().
+ *   - loop->single_thread: the loop is polled by one thread for life (an
+ *     iothread's), set before its first poll;
+ *   - loop->stats.monitor_waits, loop->stats.monitor_ctls (under the
+ *     lock) and loop->stats.bad_fds;
+ *   - aiol__check() for misuse, AIOL__HOT for functions on the path of
+ *     every iteration, and aiol__reserve() to grow an array;
+ *   - the helpers declared below: aiol__events_to_poll(),
+ *     aiol__events_from_poll(), aiol__deadline_to_timespec(),
+ *     aiol__fd_reserve(), aiol__fd_list_push(), aiol__fd_list_mark(),
+ *     aiol__epoll_change(), aiol__update_owed(), aiol__embed_is_direct(),
+ *     aiol__embed_direct(), aiol__embed_direct_end() and
+ *     aiol__embed_invalidate().
  *
  * Semantics every monitor keeps: level-triggered readiness; a handler
  * replaced or removed is looked up again at event time, so readiness never
@@ -36,6 +52,34 @@
 #define AIOLOOP_FDMON_H
 
 #include "internal.h"
+
+/*
+ * AIOL__EV_* <-> poll(2) bits, shared by every monitor: io_uring's
+ * POLL_ADD takes poll bits, and epoll's EPOLL* bits have the same values
+ * (fdmon-epoll.c asserts it).  Input also asks for POLLRDHUP, so a peer's
+ * shutdown runs the read callback on every backend.
+ */
+static inline unsigned aiol__events_to_poll(unsigned events)
+{
+    return (events & AIOL__EV_IN ? POLLIN | POLLRDHUP : 0u) |
+           (events & AIOL__EV_OUT ? POLLOUT : 0u);
+}
+
+static inline unsigned aiol__events_from_poll(unsigned ev)
+{
+    return (ev & POLLIN ? AIOL__EV_IN : 0u) | (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
+           (ev & POLLERR ? AIOL__EV_ERR : 0u) |
+           (ev & (POLLHUP | POLLRDHUP) ? AIOL__EV_HUP : 0u);
+}
+
+/*
+ * Converts an absolute deadline into a relative timespec for a wait
+ * (clock.c).
+ * Returns false for AIOL_DEADLINE_NONE (wait forever).  A deadline in the
+ * past gives a zero timeout.
+ */
+struct timespec;
+bool aiol__deadline_to_timespec(int64_t deadline_ns, struct timespec *ts);
 
 /*
  * Embedding (aioloop/embed.h): how a host loop drives the monitor.  The
@@ -141,15 +185,28 @@ extern const aiol__fdmon_ops aiol__fdmon_epoll;
 extern const aiol__fdmon_ops aiol__fdmon_poll;
 #ifdef AIOL_HAVE_IO_URING
 extern const aiol__fdmon_ops aiol__fdmon_io_uring;
-
-/* The io_uring monitor's request API, behind aioloop/uring.h. */
-int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
-                       aiol_cqe_fn *done, void *opaque, aiol_uring_req **out);
-int aiol__uring_cancel(aiol_uring_req *req);
-int aiol__uring_flush(aiol_loop *loop);
-int aiol__uring_drain(aiol_loop *loop);
-unsigned aiol__uring_pending(aiol_loop *loop);
 #endif
+
+/*
+ * Grows a monitor's fd-indexed array *@arrp (*@cap entries of @esize
+ * bytes) to hold @fd, then its two fd lists *@l1 and *@l2 (capacities
+ * *@c1, *@c2) to hold every fd number the array covers.  For lists that
+ * hold each fd at most once (aiol__fd_list_mark()), a push then never
+ * fails, so the monitor can list fds where it could not report ENOMEM (a
+ * wait, a completion).  0 or -ENOMEM (arrays may have grown; no entry
+ * changed).
+ */
+int aiol__fd_reserve(void *arrp, size_t *cap, size_t esize, int fd, int **l1,
+                     size_t *c1, int **l2, size_t *c2);
+
+/* Appends @fd to the list *@v of *@n fds (capacity *@cap).  0 or -ENOMEM. */
+int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd);
+
+/*
+ * aiol__fd_list_push() unless *@listed says @fd is on the list already;
+ * sets *@listed.  0 or -ENOMEM (then nothing changed).
+ */
+int aiol__fd_list_mark(int **v, size_t *n, size_t *cap, bool *listed, int fd);
 
 /*
  * Moves @fd's registration in epoll instance @epfd from events @oev to
@@ -161,6 +218,18 @@ unsigned aiol__uring_pending(aiol_loop *loop);
 int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
                        unsigned nev);
 
+/*
+ * The table changed, the monitor left direct mode or (io_uring) a request
+ * went out: what aiol_loop_embed_fds() listed last is stale.  Under
+ * loop->lock, or on the polling thread (which cannot be inside
+ * aiol_loop_embed_fds() meanwhile).  seq_cst: see embed.c.
+ */
+static inline void aiol__embed_invalidate(aiol_loop *loop)
+{
+    if (loop->embed_listed) {
+        atomic_fetch_add_explicit(&loop->embed_gen, 1, memory_order_seq_cst);
+    }
+}
 /* True while a host polls the watched fds itself (embed.c).  Any thread. */
 static inline bool aiol__embed_is_direct(aiol_loop *loop)
 {

@@ -35,6 +35,7 @@
 #include <unistd.h>
 
 #include "fdmon.h"
+#include "loop-priv.h"
 
 bool aiol__loop_forked(const aiol_loop *loop)
 {

@@ -19,6 +19,9 @@
 #include <sys/resource.h>
 
 #include "fdmon.h"
+#include "busypoll-priv.h"
+#include "loop-priv.h"
+#include "notify-priv.h"
 
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)

@@ -1,7 +1,14 @@
 /*
- * internal.h - libaioloop's private structures, shared by the runtime files.
+ * internal.h - what every runtime file of libaioloop needs: misuse checks,
+ * small helpers, the handler record, struct aiol_loop and the debug
+ * contracts on its lock and thread.
  *
  * Nothing here is API.  Internal non-static names start with aiol__.
+ * What only one subsystem and its direct callers need lives in that
+ * subsystem's private header: loop-priv.h (iteration, walking counter,
+ * teardown), bh-priv.h, timer-priv.h, notify-priv.h, busypoll-priv.h,
+ * embed-priv.h, uring-priv.h; fdmon.h is the fd-monitor interface, and
+ * with this file a backend's whole world.
  */
 #ifndef AIOLOOP_INTERNAL_H
 #define AIOLOOP_INTERNAL_H
@@ -16,11 +23,6 @@
 #include <sys/types.h>
 
 #include "aioloop/aioloop.h"
-#include "aioloop/heap.h"
-#include "aioloop/bh.h"
-#include "aioloop/embed.h"
-#include "aioloop/timer.h"
-#include "aioloop/uring.h"
 
 /* Misuse check that survives NDEBUG: prints "aioloop: <func>: <msg>" and aborts. */
 #define aiol__check(cond, msg)                                               \
@@ -77,27 +79,6 @@ static inline int aiol__reserve(void *arrp, size_t *cap, size_t want,
 }
 
 /*
- * Grows a monitor's fd-indexed array *@arrp (*@cap entries of @esize
- * bytes) to hold @fd, then its two fd lists *@l1 and *@l2 (capacities
- * *@c1, *@c2) to hold every fd number the array covers.  For lists that
- * hold each fd at most once (aiol__fd_list_mark()), a push then never
- * fails, so the monitor can list fds where it could not report ENOMEM (a
- * wait, a completion).  0 or -ENOMEM (arrays may have grown; no entry
- * changed).
- */
-int aiol__fd_reserve(void *arrp, size_t *cap, size_t esize, int fd, int **l1,
-                     size_t *c1, int **l2, size_t *c2);
-
-/* Appends @fd to the list *@v of *@n fds (capacity *@cap).  0 or -ENOMEM. */
-int aiol__fd_list_push(int **v, size_t *n, size_t *cap, int fd);
-
-/*
- * aiol__fd_list_push() unless *@listed says @fd is on the list already;
- * sets *@listed.  0 or -ENOMEM (then nothing changed).
- */
-int aiol__fd_list_mark(int **v, size_t *n, size_t *cap, bool *listed, int fd);
-
-/*
  * A number naming the calling thread, never reused in the process (unlike
  * pthread_t values and TIDs, which a new thread may inherit from a dead
  * one).  Never 0.
@@ -111,25 +92,6 @@ enum {
     AIOL__EV_ERR = 1u << 2,
     AIOL__EV_HUP = 1u << 3,
 };
-
-/*
- * AIOL__EV_* <-> poll(2) bits, shared by every monitor: io_uring's
- * POLL_ADD takes poll bits, and epoll's EPOLL* bits have the same values
- * (fdmon-epoll.c asserts it).  Input also asks for POLLRDHUP, so a peer's
- * shutdown runs the read callback on every backend.
- */
-static inline unsigned aiol__events_to_poll(unsigned events)
-{
-    return (events & AIOL__EV_IN ? POLLIN | POLLRDHUP : 0u) |
-           (events & AIOL__EV_OUT ? POLLOUT : 0u);
-}
-
-static inline unsigned aiol__events_from_poll(unsigned ev)
-{
-    return (ev & POLLIN ? AIOL__EV_IN : 0u) | (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
-           (ev & POLLERR ? AIOL__EV_ERR : 0u) |
-           (ev & (POLLHUP | POLLRDHUP) ? AIOL__EV_HUP : 0u);
-}
 
 typedef struct aiol__handler aiol__handler;
 
@@ -174,52 +136,8 @@ struct aiol__handler {
 /* Readiness from busy polling: dispatch calls poll_ready (or read). */
 #define AIOL__EV_POLL (1u << 4)
 
-/* Idle bottom halves run at most this late. */
-#define AIOL__BH_IDLE_NS (10 * 1000 * 1000)
-/* A polled handler without progress for this long stops being polled. */
-#define AIOL__POLL_IDLE_NS (7 * 1000 * 1000)
-/* Busy polling may skip the fd wait this many iterations in a row at most. */
-#define AIOL__POLL_MAX_SKIPS 8
-/* The first window after polling was off (QEMU's first step too). */
-#define AIOL__POLL_FIRST_NS 4000
-
-/* A run of bottom halves taken by one poll call; see bh.c. */
-typedef struct aiol__bh_slice {
-    struct aiol_bh *head;
-    AIOL_TAILQ_ENTRY(aiol__bh_slice) link;
-} aiol__bh_slice;
-
-/* A clock's armed timers, keyed by (deadline, arming order); see timer.c. */
-typedef struct aiol__timer_key {
-    int64_t expire;
-    uint64_t seq;
-} aiol__timer_key;
-AIOL_HEAP_KEYED_HEAD(aiol__timer_heap, aiol_timer, aiol__timer_key);
-
-struct aiol_clock {
-    aiol_loop *loop;                /* immutable */
-    aiol_clock_now_fn *now;         /* immutable; NULL: CLOCK_MONOTONIC */
-    void *opaque;                   /* immutable */
-    struct aiol__timer_heap heap;   /* polling thread */
-    uint64_t seq;                   /* arming counter; polling thread */
-    /*
-     * Timer runs over this clock on the stack (nested polls); polling
-     * thread.  aiol_clock_free() while one is sets freed instead and
-     * leaves the clock linked; the last run to end frees it (timer.c).
-     */
-    unsigned running;
-    bool freed;
-    AIOL_LIST_ENTRY(aiol_clock) link; /* loop->clocks; polling thread */
-};
-
-struct aiol_phase {
-    aiol_loop *loop;
-    aiol_phase_ops ops;
-    void *opaque;
-    AIOL_LIST_ENTRY(aiol_phase) link; /* loop->phases; polling thread */
-};
-
-struct aiol__fdmon_ops;
+typedef struct aiol__bh_slice aiol__bh_slice; /* bh.c */
+struct aiol__fdmon_ops;                        /* fdmon.h */
 
 /* What the last successful aiol_loop_embed_fds() listed (embed.c). */
 typedef struct aiol__embed_entry {
@@ -414,11 +332,7 @@ static inline void aiol__unlock(aiol_loop *loop)
                 aiol__thread_id()) &&                                        \
            "a polling-thread call from another thread while the loop polls")
 
-/* ------------------------------------------------------- fd monitors */
-
-/* The fd-monitor interface is fdmon.h; a backend includes only that. */
-
-/* --------------------------------------------------------- handlers */
+/* ---------------------------------------------------------- handlers */
 
 /* Looks up the handler of @fd; caller holds loop->lock. */
 static inline aiol__handler *aiol__handler_lookup(aiol_loop *loop, int fd)
@@ -440,212 +354,5 @@ static inline void aiol__ready_add(aiol__ready_list *ready,
     node->revents = revents;
     AIOL_LIST_INSERT_HEAD(ready, node, node_ready);
 }
-
-/* Finishes the monitor's own outstanding work (first step of teardown). */
-void aiol__loop_quiesce(aiol_loop *loop);
-
-/*
- * fork.c.  True when @loop was created (or last adopted by
- * aiol_loop_after_fork()) in another process: this is a fork child.
- */
-bool aiol__loop_forked(const aiol_loop *loop);
-/*
- * aiol_loop_free() in a fork child that did not call
- * aiol_loop_after_fork(): drops the parent's monitor state without a
- * syscall on it and swaps in a monitor whose ops touch nothing, so the
- * rest of the teardown frees memory and closes only the child's fds.
- */
-void aiol__loop_forget_forked(aiol_loop *loop);
-
-/* Frees every handler in the table and on the deleted list (loop teardown). */
-void aiol__handlers_free_all(aiol_loop *loop);
-
-/* The same, inside a walk (after aiol__walk_begin()); embed.c. */
-void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
-                       const struct pollfd *fds, size_t n);
-/*
- * The table changed, the monitor left direct mode or (io_uring) a request
- * went out: what aiol_loop_embed_fds() listed last is stale.  Under
- * loop->lock, or on the polling thread (which cannot be inside
- * aiol_loop_embed_fds() meanwhile).  seq_cst: see embed.c.
- */
-static inline void aiol__embed_invalidate(aiol_loop *loop)
-{
-    if (loop->embed_listed) {
-        atomic_fetch_add_explicit(&loop->embed_gen, 1, memory_order_seq_cst);
-    }
-}
-/* Frees the embed cache (loop teardown). */
-void aiol__embed_fini(aiol_loop *loop);
-/*
- * After a change other threads make and the poller must see: true when it
- * may be asleep, so it must be woken.  Called after a seq_cst fence (F2,
- * F4) that pairs with the poller's announcement (see notify.c).
- */
-static inline bool aiol__poller_may_sleep(aiol_loop *loop)
-{
-    return atomic_load_explicit(&loop->notify_me, memory_order_relaxed) != 0 ||
-           atomic_load_explicit(&loop->host_armed, memory_order_relaxed);
-}
-
-/*
- * Any thread, right after a seq_cst read-modify-write that published
- * work the polling thread finds by itself (a bottom-half push): the
- * notify without its fences and notified = true, F2b in notify.c.  Kicks
- * only a poller that may sleep.
- */
-static inline void aiol__notify_pushed(aiol_loop *loop)
-{
-    if (atomic_load_explicit(&loop->notify_me, memory_order_seq_cst) != 0 ||
-        atomic_load_explicit(&loop->host_armed, memory_order_seq_cst)) {
-        aiol_loop_notify(loop);
-    }
-}
-
-/*
- * One iteration (aiol_loop_poll_deadline()), or with @from_host one
- * non-blocking iteration that takes readiness from the @nhost entries of
- * @host instead of the fd monitor's wait.
- */
-bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
-                        const struct pollfd *host, size_t nhost);
-
-/* Dispatches and empties @ready.  Returns whether progress was made. */
-bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);
-
-/* Registers the loop's own internal handler (notifier).  0 or -errno. */
-int aiol__fd_set_internal(aiol_loop *loop, int fd, aiol_handler_fn *read,
-                          void *opaque);
-
-/* Walking counter, see struct aiol_loop.walkers. */
-void aiol__walk_begin(aiol_loop *loop);
-void aiol__walk_end(aiol_loop *loop);
-
-/* ------------------------------------------------------ bottom halves */
-
-/*
- * The per-iteration entry points of bottom halves, timers and phases are
- * inline checks on the hot fields of struct aiol_loop in front of the
- * out-of-line work: an iteration with nothing of the kind makes no call.
- */
-
-/*
- * Polling thread.  False when no bottom half can be pending: nothing on
- * the list, no slice a nested poll left.  seq_cst: a push is its own
- * notify (F2b in notify.c); after F1's fence or prepare()'s seq_cst store
- * of host_armed this load sees it, or the pusher sees the announcement.
- */
-static inline bool aiol__bh_any(aiol_loop *loop)
-{
-    return atomic_load_explicit(&loop->bh_list, memory_order_seq_cst) != NULL ||
-           loop->bh_local_head != NULL || !AIOL_TAILQ_EMPTY(&loop->bh_slices);
-}
-bool aiol__bh_poll_run(aiol_loop *loop);
-/* Runs due bottom halves (polling thread).  Returns progress. */
-static inline bool aiol__bh_poll(aiol_loop *loop)
-{
-    return aiol__bh_any(loop) && aiol__bh_poll_run(loop);
-}
-int64_t aiol__bh_deadline_scan(aiol_loop *loop, aiol__now *now);
-/* Earliest bottom-half deadline: 0, now + idle delay, or none. */
-static inline int64_t aiol__bh_deadline(aiol_loop *loop, aiol__now *now)
-{
-    return aiol__bh_any(loop) ? aiol__bh_deadline_scan(loop, now)
-                              : AIOL_DEADLINE_NONE;
-}
-/* Frees what the loop owns among bottom halves (teardown). */
-void aiol__bh_free_all(aiol_loop *loop);
-
-/* ------------------------------------------------------------ timers */
-
-int aiol__clocks_init(aiol_loop *loop);
-void aiol__clocks_fini(aiol_loop *loop);
-int64_t aiol__timers_deadline_scan(aiol_loop *loop, aiol__now *now);
-/* Earliest timer deadline on the monotonic clock, or none. */
-static inline int64_t aiol__timers_deadline(aiol_loop *loop, aiol__now *now)
-{
-    return loop->timers_armed != 0 ? aiol__timers_deadline_scan(loop, now)
-                                   : AIOL_DEADLINE_NONE;
-}
-bool aiol__timers_run_due(aiol_loop *loop);
-/* Fires due timers (polling thread).  Returns progress. */
-static inline bool aiol__timers_run(aiol_loop *loop)
-{
-    return loop->timers_armed != 0 && aiol__timers_run_due(loop);
-}
-
-/* ------------------------------------------------------------ notify */
-
-int aiol__notify_init(aiol_loop *loop);
-void aiol__notify_fini(aiol_loop *loop);
-/* Polling thread, after a wait: consumes a pending notify. */
-void aiol__notify_accept(aiol_loop *loop);
-
-/* ------------------------------------------------------ busy polling */
-
-/*
- * Busy-polls handlers with a poll callback until one has work, the window
- * (loop->poll_ns, capped at @deadline_ns) ends, or (blocking false) after
- * one round.  Queues those with work on @ready.  Returns whether any had.
- */
-bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
-                     int64_t now_ns, int64_t deadline_ns);
-/* Adapts the window to how long the iteration blocked. */
-void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns);
-/*
- * Ends busy polling (before a wait that may block, or polling was
- * disabled): calls poll_end of every polled handler and polls it once
- * more, since work may have come before its notifications were back on;
- * that work goes on @ready.  Returns whether there was any.
- */
-bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready);
-/*
- * The same for a host about to sleep (aiol_loop_prepare()): work the last
- * poll finds is not queued but leaves loop->poll_recheck set, so the next
- * iteration polls once.  Returns whether there was any.
- */
-bool aiol__busy_poll_stop_for_host(aiol_loop *loop);
-/*
- * Under loop->lock.  Makes room for a snapshot of @n polled handlers, so
- * the next refresh cannot fail.  0 or -ENOMEM.
- */
-int aiol__busy_poll_reserve(aiol_loop *loop, size_t n);
-/* Marks @node as having made progress through its fd. */
-void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node);
-void aiol__busy_poll_fini(aiol_loop *loop);
-
-/* ------------------------------------------------------ embedder phases */
-
-/*
- * Earliest deadline among notify (0 if pending), bottom halves, timers and
- * phases, on the monotonic clock; AIOL_DEADLINE_NONE if none.
- */
-int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now);
-
-int64_t aiol__phases_deadline_scan(aiol_loop *loop, aiol__now *now);
-/* Earliest deadline of the embedder phases, or none. */
-static inline int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now)
-{
-    if (AIOL_LIST_EMPTY(&loop->phases)) {
-        return AIOL_DEADLINE_NONE;
-    }
-    return aiol__phases_deadline_scan(loop, now);
-}
-bool aiol__phases_dispatch_run(aiol_loop *loop);
-/* Runs the embedder phases' dispatch callbacks.  Returns progress. */
-static inline bool aiol__phases_dispatch(aiol_loop *loop)
-{
-    return !AIOL_LIST_EMPTY(&loop->phases) && aiol__phases_dispatch_run(loop);
-}
-
-/* ------------------------------------------------------------ time */
-
-/*
- * Converts an absolute deadline into a relative timespec for a wait.
- * Returns false for AIOL_DEADLINE_NONE (wait forever).  A deadline in the
- * past gives a zero timeout.
- */
-struct timespec;
-bool aiol__deadline_to_timespec(int64_t deadline_ns, struct timespec *ts);
 
 #endif /* AIOLOOP_INTERNAL_H */

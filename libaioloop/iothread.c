@@ -8,7 +8,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "loop-priv.h"
 
 struct aiol_iothread {
     aiol_loop *loop;     /* immutable */

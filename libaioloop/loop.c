@@ -26,6 +26,12 @@
 #include <unistd.h>
 
 #include "fdmon.h"
+#include "bh-priv.h"
+#include "busypoll-priv.h"
+#include "embed-priv.h"
+#include "loop-priv.h"
+#include "notify-priv.h"
+#include "timer-priv.h"
 
 /* In order of preference for the default choice. */
 static const aiol__fdmon_ops *const monitors[] = {

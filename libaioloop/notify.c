@@ -45,7 +45,8 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "loop-priv.h"
+#include "notify-priv.h"
 
 /* Internal read handler of notify_fd.  Not progress. */
 AIOL__HOT

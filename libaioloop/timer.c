@@ -26,7 +26,31 @@
 #include <errno.h>
 #include <stdlib.h>
 
-#include "internal.h"
+#include "aioloop/heap.h"
+#include "timer-priv.h"
+
+/* A clock's armed timers, keyed by (deadline, arming order). */
+typedef struct aiol__timer_key {
+    int64_t expire;
+    uint64_t seq;
+} aiol__timer_key;
+AIOL_HEAP_KEYED_HEAD(aiol__timer_heap, aiol_timer, aiol__timer_key);
+
+struct aiol_clock {
+    aiol_loop *loop;                /* immutable */
+    aiol_clock_now_fn *now;         /* immutable; NULL: CLOCK_MONOTONIC */
+    void *opaque;                   /* immutable */
+    struct aiol__timer_heap heap;   /* polling thread */
+    uint64_t seq;                   /* arming counter; polling thread */
+    /*
+     * Timer runs over this clock on the stack (nested polls); polling
+     * thread.  aiol_clock_free() while one is sets freed instead and
+     * leaves the clock linked; the last run to end frees it.
+     */
+    unsigned running;
+    bool freed;
+    AIOL_LIST_ENTRY(aiol_clock) link; /* loop->clocks; polling thread */
+};
 
 struct aiol_timer {
     aiol_clock *clock;   /* immutable */

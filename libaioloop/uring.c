@@ -6,6 +6,7 @@
 #include <errno.h>
 
 #include "fdmon.h"
+#include "uring-priv.h"
 
 static bool on_uring(aiol_loop *loop)
 {

@@ -1,0 +1,54 @@
+/*
+ * loop-priv.h - the loop's iteration, walking counter and teardown steps,
+ * shared by loop.c, handler.c, embed.c, fork.c, notify.c and iothread.c.
+ */
+#ifndef AIOLOOP_LOOP_PRIV_H
+#define AIOLOOP_LOOP_PRIV_H
+
+#include "internal.h"
+
+/*
+ * One iteration (aiol_loop_poll_deadline()), or with @from_host one
+ * non-blocking iteration that takes readiness from the @nhost entries of
+ * @host instead of the fd monitor's wait.
+ */
+bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
+                        const struct pollfd *host, size_t nhost);
+
+/* Dispatches and empties @ready.  Returns whether progress was made. */
+bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);
+
+/* Registers the loop's own internal handler (notifier).  0 or -errno. */
+int aiol__fd_set_internal(aiol_loop *loop, int fd, aiol_handler_fn *read,
+                          void *opaque);
+
+/* Walking counter, see struct aiol_loop.walkers. */
+void aiol__walk_begin(aiol_loop *loop);
+void aiol__walk_end(aiol_loop *loop);
+
+/*
+ * Earliest deadline among notify (0 if pending), bottom halves, timers and
+ * phases, on the monotonic clock; AIOL_DEADLINE_NONE if none.
+ */
+int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now);
+
+/* Finishes the monitor's own outstanding work (first step of teardown). */
+void aiol__loop_quiesce(aiol_loop *loop);
+
+/*
+ * fork.c.  True when @loop was created (or last adopted by
+ * aiol_loop_after_fork()) in another process: this is a fork child.
+ */
+bool aiol__loop_forked(const aiol_loop *loop);
+/*
+ * aiol_loop_free() in a fork child that did not call
+ * aiol_loop_after_fork(): drops the parent's monitor state without a
+ * syscall on it and swaps in a monitor whose ops touch nothing, so the
+ * rest of the teardown frees memory and closes only the child's fds.
+ */
+void aiol__loop_forget_forked(aiol_loop *loop);
+
+/* Frees every handler in the table and on the deleted list (loop teardown). */
+void aiol__handlers_free_all(aiol_loop *loop);
+
+#endif /* AIOLOOP_LOOP_PRIV_H */
