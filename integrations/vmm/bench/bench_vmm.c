@@ -1,5 +1,6 @@
 /*
- * bench_vmm.c - the seeds' tables on real /dev/kvm, through the library.
+ * bench_vmm.c - batched against unbatched KVM calls on real /dev/kvm,
+ * through the library.
  *
  *   MSI routes: N vectors, each with a route and an irqfd.  "per vector"
  *   commits after each vector (one KVM_SET_GSI_ROUTING each, as QEMU's

@@ -1,11 +1,13 @@
 /*
  * coalesce.c - guest-driven MSI route updates, one commit per burst.
  *
- * The idea is seed 004's second one (a kernel thread that applies only
- * the newest routing table), done in userspace: updates are only queued,
- * and a bottom half on the table's loop applies everything queued at the
- * time it runs with one aiol_msi_table_commit(), i.e. at most one
- * KVM_SET_GSI_ROUTING per burst however many vectors the guest touched.
+ * Only the newest message of each route matters, and KVM replaces the
+ * whole routing table in one call whose cost (a grace period) does not
+ * depend on its size, so a burst is applied as one table: updates are
+ * only queued, and a bottom half on the table's loop applies everything
+ * queued at the time it runs with one aiol_msi_table_commit(), i.e. at
+ * most one KVM_SET_GSI_ROUTING per burst however many vectors the guest
+ * touched.
  *
  * Queue.  A slot per GSI holds the newest queued message, and an array
  * lists the GSIs queued (each once), so a burst of any length over k

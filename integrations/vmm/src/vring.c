@@ -1,7 +1,7 @@
 /*
- * vring.c - the call-side policy of a virtqueue (seed 002): a queue whose
- * driver set no MSI-X vector gets no call eventfd and no irqfd, so its
- * backend is told "no call fd" and never signals it.
+ * vring.c - the call-side policy of a virtqueue: a queue whose driver
+ * set no MSI-X vector gets no call eventfd and no irqfd, so its backend
+ * is told "no call fd" and never signals it.
  *
  * The eventfd is made the first time the queue gets a vector and kept
  * while the vector comes and goes (a driver may set and clear it around

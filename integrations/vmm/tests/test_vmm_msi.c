@@ -375,7 +375,7 @@ static void test_fixed_entries(void **state)
     aiol_msi_table_free(t);
 }
 
-/* Seed 002: no call eventfd or irqfd for a queue without a vector. */
+/* The call policy: no call eventfd or irqfd for a queue without a vector. */
 static void test_vring_call_policy(void **state)
 {
     enum { NQ = 6, NVEC = 4 };
