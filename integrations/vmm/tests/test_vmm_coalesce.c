@@ -18,7 +18,6 @@
 #include <stdatomic.h>
 
 #include "fake_kvm.h"
-#include "testutil.h"
 #include "vmmtest.h"
 
 #define NV 32
@@ -41,14 +40,14 @@ static int setup(void **state)
 {
     (void)state;
     memset(&F, 0, sizeof(F));
-    F.loop = vt_loop();
+    F.loop = tu_loop_new();
     F.fk = fk_new();
     F.kvm = fk_kvm(F.fk);
     assert_int_equal(aiol_msi_table_new(&F.kvm, 0, &F.t), 0);
     for (int i = 0; i < NV; i++) {
         aiol_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
 
-        F.efd[i] = vt_eventfd();
+        F.efd[i] = tu_eventfd();
         assert_int_equal(aiol_msi_table_add(F.t, &m, &F.gsi[i]), 0);
         assert_int_equal(aiol_msi_table_set_irqfd(F.t, F.gsi[i], F.efd[i]),
                          0);
@@ -115,7 +114,7 @@ static void test_burst_one_commit_last_wins(void **state)
     }
     /* After the commit, an irqfd delivers the newest message. */
     fk_delivery d;
-    vt_signal(F.efd[3]);
+    tu_eventfd_signal(F.efd[3]);
     assert_int_equal(fk_pump(F.fk), 1);
     assert_int_equal(fk_deliveries(F.fk, &d, 1), 1);
     assert_int_equal(d.msg.data, 0x43);

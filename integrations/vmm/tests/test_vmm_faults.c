@@ -236,7 +236,7 @@ static void workload_teardown(void)
 static void reset(void)
 {
     memset(&W, 0, sizeof(W));
-    W.loop = vt_loop();
+    W.loop = tu_loop_new();
     W.fk = fk_new();
     W.kvm = fk_kvm(W.fk);
 }

@@ -16,7 +16,6 @@
 #include <cmocka.h>
 
 #include "fake_kvm.h"
-#include "testutil.h"
 #include "vmmtest.h"
 
 #define NQ 8
@@ -42,7 +41,7 @@ static int setup(void **state)
 {
     (void)state;
     memset(&F, 0, sizeof(F));
-    F.loop = vt_loop();
+    F.loop = tu_loop_new();
     F.fk = fk_new();
     F.kvm = fk_kvm(F.fk);
     assert_int_equal(aiol_ioev_set_new(F.loop, &F.kvm, &F.set), 0);

@@ -20,7 +20,6 @@
 
 #include <sys/ioctl.h>
 
-#include "testutil.h"
 #include "vmmtest.h"
 
 #define BASE 0xfe005000u
@@ -60,7 +59,7 @@ static int setup(void **state)
     assert_int_equal(aiol_kvm_vm_create(true, &F.vm), 0);
     F.kvm = (aiol_kvm){ .ops = &counting_ops, .opaque = &F.cnt,
                         .vm_fd = F.vm };
-    F.loop = vt_loop();
+    F.loop = tu_loop_new();
     return 0;
 }
 
@@ -156,7 +155,7 @@ static void test_routes(void **state)
     for (int i = 0; i < N; i++) {
         aiol_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
 
-        efd[i] = vt_eventfd();
+        efd[i] = tu_eventfd();
         assert_int_equal(aiol_msi_table_add(t, &m, &gsi[i]), 0);
         assert_int_equal(aiol_msi_table_set_irqfd(t, gsi[i], efd[i]), 0);
     }
@@ -186,7 +185,7 @@ static void test_routes(void **state)
     assert_int_equal(aiol_msi_table_irqfd(t, gsi[1], true), efd[1]);
 
     /* EBADF: a closed irqfd; the table stays dirty and retryable. */
-    int spare = vt_eventfd();
+    int spare = tu_eventfd();
     assert_int_equal(aiol_msi_table_set_irqfd(t, g, spare), 0);
     close(spare);
     assert_int_equal(aiol_msi_table_commit(t), -EBADF);

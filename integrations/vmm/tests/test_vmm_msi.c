@@ -14,7 +14,6 @@
 #include <cmocka.h>
 
 #include "fake_kvm.h"
-#include "testutil.h"
 #include "vmmtest.h"
 
 #define NV 64
@@ -38,7 +37,7 @@ static int setup(void **state)
     assert_int_equal(aiol_msi_table_new(&F.kvm, 0, &F.t), 0);
     assert_int_equal(aiol_msi_table_limit(F.t), 4096);
     for (int i = 0; i < NV; i++) {
-        F.efd[i] = vt_eventfd();
+        F.efd[i] = tu_eventfd();
     }
     fk_reset_counts(F.fk);
     return 0;
@@ -258,7 +257,7 @@ static void deliver(int i, aiol_msi_msg *got, bool *routed)
     fk_delivery d[4];
 
     fk_clear_deliveries(F.fk);
-    vt_signal(F.efd[i]);
+    tu_eventfd_signal(F.efd[i]);
     assert_int_equal(fk_pump(F.fk), 1);
     assert_int_equal(fk_deliveries(F.fk, d, 4), 1);
     assert_int_equal(d[0].gsi, F.gsi[i]);
@@ -290,7 +289,7 @@ static void test_msi_delivered_current_route(void **state)
 static void test_commit_failure_rolls_back(void **state)
 {
     aiol_msi_msg a = vt_msg(0, 0x30), b = vt_msg(5, 0x90), got;
-    int spare = vt_eventfd();
+    int spare = tu_eventfd();
     uint32_t g;
 
     (void)state;

@@ -1,5 +1,6 @@
 /*
- * vmmtest.h - helpers shared by the VMM library's cmocka suites.
+ * vmmtest.h - helpers shared by the VMM library's cmocka suites, beside
+ * the project's (tests/testutil.h: loops, eventfds, child processes).
  */
 #ifndef AIOLOOP_VMMTEST_H
 #define AIOLOOP_VMMTEST_H
@@ -9,63 +10,26 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include "aioloop/aioloop.h"
 #include "aioloop/vmm.h"
-
-/* Dies with a message: infrastructure, not what a test checks. */
-#define VT_DIE(...)                                                          \
-    do {                                                                     \
-        fprintf(stderr, "vmmtest: " __VA_ARGS__);                            \
-        fputc('\n', stderr);                                                 \
-        abort();                                                             \
-    } while (0)
-
-static inline aiol_loop *vt_loop(void)
-{
-    aiol_loop *l = NULL;
-    int r = aiol_loop_new(&l, NULL);
-
-    if (r != 0) {
-        VT_DIE("aiol_loop_new: %s", strerror(-r));
-    }
-    return l;
-}
-
-static inline int vt_eventfd(void)
-{
-    int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-
-    if (fd < 0) {
-        VT_DIE("eventfd: %s", strerror(errno));
-    }
-    return fd;
-}
+#include "testutil.h"
 
 /* Puts a fresh eventfd at number @fd (after a test closed it). */
 static inline void vt_eventfd_at(int fd)
 {
-    int e = vt_eventfd();
+    int e = tu_eventfd();
 
     if (e == fd) {
         return; /* the lowest free number was that one */
     }
     if (dup3(e, fd, O_CLOEXEC) != fd) {
-        VT_DIE("dup3: %s", strerror(errno));
+        /* infrastructure, not what a test checks */
+        fprintf(stderr, "vmmtest: dup3: %s\n", strerror(errno));
+        abort();
     }
     close(e);
-}
-
-/* A write to an eventfd, as a device raising its interrupt. */
-static inline void vt_signal(int fd)
-{
-    uint64_t one = 1;
-
-    if (write(fd, &one, sizeof(one)) != sizeof(one)) {
-        VT_DIE("write eventfd: %s", strerror(errno));
-    }
 }
 
 /* x86 MSI: destination APIC @dest, vector @vec. */
