@@ -1,37 +1,77 @@
-# guest-parts.sh - sourced: guest_parts GDIR
+# guest-lib.sh - sourced by the scripts that run QEMU for a test or a
+# benchmark: guest-test.sh and run-tests.sh here,
+# integrations/vhost/guest-test.sh and integrations/vhost/bench/guest-fio.sh.
+# Each sources it by its path relative to its own directory, so it also
+# brings pkgs.sh (pkgs_install).
 #
-# The Linux guest that guest-test.sh and integrations/vhost/guest-test.sh
-# boot, built once in GDIR: Debian's cloud kernel (linux-image-cloud-amd64,
-# fetched with `apt-get download`, unpacked with dpkg-deb -x) and an
-# initramfs of busybox-static, the kernel's virtio_pci and virtio_blk
-# modules, a 4 MiB pattern and guest-init.sh as /init (it writes the
-# pattern to /dev/vda with O_DIRECT, reads it back, prints AIOL-GUEST-OK or
-# AIOL-GUEST-FAIL and powers off).  Sets guest_kernel, guest_initrd,
-# guest_pattern, guest_imgdir (for disk images: $GUEST_IMGDIR, default
-# /dev/shm), guest_qemu_args (the QEMU arguments every boot shares: TCG,
-# q35, no defaults, firmware, kernel; each boot adds -initrd and -append)
-# and guest_append (the kernel command line's common part).  PIDs a
-# caller adds to guest_pids are SIGKILLed when the script exits.
-# guest_build_initrd (below) builds other initramfs images from the same
-# parts.
-guest_parts_here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+# Scaffolding: guest_repo (the repository's root), guest_arg and
+# guest_usage (the options every script takes: -h, WORKDIR), guest_workdir (WORKDIR, default <repo>/build-qemu), guest_spawn and
+# guest_wait (a process under `timeout`, killed by its saved PID),
+# guest_until (wait for a condition), guest_case_start / guest_case_end
+# (a case's directory, disk image, time and PASS/FAIL line), guest_tally
+# and guest_summary (the closing "N passed, N failed" line).
+#
+# The guest (guest_parts GDIR), built once in GDIR: Debian's cloud kernel
+# (linux-image-cloud-amd64, fetched with `apt-get download`, unpacked with
+# dpkg-deb -x) and an initramfs of busybox-static, the kernel's virtio_pci
+# and virtio_blk modules, a 4 MiB pattern and guest-init.sh as /init (it
+# writes the pattern to /dev/vda with O_DIRECT, reads it back, prints
+# AIOL-GUEST-OK or AIOL-GUEST-FAIL and powers off).  Sets guest_kernel,
+# guest_initrd, guest_pattern, guest_imgdir (for disk images:
+# $GUEST_IMGDIR, default /dev/shm), guest_qemu_args (the QEMU arguments
+# every boot shares: TCG, q35, no defaults, firmware, kernel; each boot
+# adds -initrd and -append) and guest_append (the kernel command line's
+# common part).  PIDs in guest_pids (guest_spawn adds them) are SIGKILLed
+# when the script exits.  guest_build_initrd (below) builds other
+# initramfs images from the same parts; guest_vhost_blk gives the
+# arguments of a vhost-user-blk disk.
+guest_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+guest_repo=$(cd "$guest_lib_dir/../.." && pwd)
+. "$guest_lib_dir/pkgs.sh"
+
+# guest_usage SCRIPT: prints SCRIPT's usage, its header comment (from line
+# 2 to `set -e`).
+guest_usage() {
+    sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$1"
+}
+
+# guest_arg WHO ARG: what every script's command line takes besides its
+# own options: -h or --help prints the usage and exits, any other -option
+# is an error (exit 2), anything else is the WORKDIR, kept in guest_work
+# (a second one is an error).  WHO names the script in messages.
+guest_work=
+guest_arg() {
+    case $2 in
+        -h|--help) guest_usage "$0"; exit 0 ;;
+        -*) echo "$1: unknown option $2" >&2; exit 2 ;;
+    esac
+    [ -z "$guest_work" ] ||
+        { echo "$1: bad argument $2 (one WORKDIR only)" >&2; exit 2; }
+    guest_work=$2
+}
+
+# guest_workdir [DIR]: the absolute path of the work directory DIR,
+# default <repo>/build-qemu (where build.sh puts the QEMU builds).
+guest_workdir() {
+    realpath -m "${1:-$guest_repo/build-qemu}"
+}
 
 # The kernel package the cloud metapackage points at today.
-kernel_pkg() {
+guest_kernel_pkg() {
     apt-cache depends linux-image-cloud-amd64 2>/dev/null |
         sed -n 's/^ *Depends: \(linux-image-[0-9].*-cloud-amd64\)$/\1/p' | head -n1
 }
 
 # Downloads and unpacks the kernel and busybox once (in $gdir/parts).
-fetch_parts() {
+guest_fetch_parts() {
     [ -f "$gdir/parts/.done" ] && return 0
     local pkg
-    pkg=$(kernel_pkg)
+    pkg=$(guest_kernel_pkg)
     if [ -z "$pkg" ]; then
         apt-get update -qq
-        pkg=$(kernel_pkg)
+        pkg=$(guest_kernel_pkg)
     fi
-    [ -n "$pkg" ] || { echo "guest-parts.sh: no linux-image-cloud-amd64 in apt" >&2; exit 1; }
+    [ -n "$pkg" ] || { echo "guest-lib.sh: no linux-image-cloud-amd64 in apt" >&2; exit 1; }
     rm -rf "$gdir/parts" "$gdir/debs"
     mkdir -p "$gdir/debs" "$gdir/parts"
     # _apt cannot write into a root-owned directory: download as root.
@@ -46,15 +86,15 @@ fetch_parts() {
 
 # Prints the modules @1 needs, dependencies first (from each .ko's
 # depends= field), each once.
-declare -A mod_seen=()
-mod_order() {
+declare -A guest_mod_seen=()
+guest_mod_order() {
     local name=$1 ko dep
-    [ -n "${mod_seen[$name]:-}" ] && return 0
-    mod_seen[$name]=1
-    ko=$(find "$moddir" -name "$name.ko" -print -quit)
-    [ -n "$ko" ] || { echo "guest-parts.sh: module $name not found" >&2; exit 1; }
+    [ -n "${guest_mod_seen[$name]:-}" ] && return 0
+    guest_mod_seen[$name]=1
+    ko=$(find "$guest_moddir" -name "$name.ko" -print -quit)
+    [ -n "$ko" ] || { echo "guest-lib.sh: module $name not found" >&2; exit 1; }
     for dep in $(strings "$ko" | sed -n 's/^depends=//p' | tr ',' ' '); do
-        mod_order "$dep"
+        guest_mod_order "$dep"
     done
     echo "$ko"
 }
@@ -70,7 +110,7 @@ guest_build_initrd() {
     root=$out.root
     if [ -f "$out" ]; then
         local stale=0
-        for f in "$init" "$guest_parts_here/guest-boot.sh" "$@"; do
+        for f in "$init" "$guest_lib_dir/guest-boot.sh" "$@"; do
             [ "$f" -nt "$out" ] && stale=1
         done
         [ "$stale" = 0 ] && return 0
@@ -81,10 +121,10 @@ guest_build_initrd() {
     for f in "$@"; do
         cp "$f" "$root/bin/"
     done
-    moddir=$(echo "$gdir"/parts/lib/modules/*)
+    guest_moddir=$(echo "$gdir"/parts/lib/modules/*)
     : > "$root/mods/order"
-    # (one subshell for both, so mod_seen covers both)
-    for ko in $(mod_order virtio_pci && mod_order virtio_blk); do
+    # (one subshell for both, so guest_mod_seen covers both)
+    for ko in $(guest_mod_order virtio_pci && guest_mod_order virtio_blk); do
         cp "$ko" "$root/mods/"
         basename "$ko" >> "$root/mods/order"
     done
@@ -98,7 +138,7 @@ sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(4 << 20)))' > "$gd
     fi
     cp "$gdir/pattern" "$root/pattern"
     cp "$init" "$root/init"
-    cp "$guest_parts_here/guest-boot.sh" "$root/guest-boot.sh"
+    cp "$guest_lib_dir/guest-boot.sh" "$root/guest-boot.sh"
     chmod +x "$root/init"
     (cd "$root" && find . | "$root/bin/busybox" cpio -o -H newc 2>/dev/null) |
         gzip -1 > "$out.tmp"
@@ -117,8 +157,8 @@ guest_kill_all() {
 guest_parts() {
     gdir=$1
     mkdir -p "$gdir"
-    fetch_parts
-    guest_build_initrd "$gdir/initrd.cpio.gz" "$guest_parts_here/guest-init.sh"
+    guest_fetch_parts
+    guest_build_initrd "$gdir/initrd.cpio.gz" "$guest_lib_dir/guest-init.sh"
     guest_kernel=$(echo "$gdir"/parts/boot/vmlinuz-*)
     guest_initrd=$gdir/initrd.cpio.gz
     guest_pattern=$gdir/pattern
@@ -130,6 +170,67 @@ guest_parts() {
                      -kernel "$guest_kernel")
     guest_append="console=ttyS0 panic=-1 quiet"
     trap guest_kill_all EXIT
+}
+
+# guest_vhost_blk SOCKET QUEUES: sets guest_vhost_args, the QEMU arguments
+# of a vhost-user-blk-pci disk with QUEUES queues served on the unix
+# SOCKET, and of 512 MiB of guest RAM the backend can map: a shared memfd
+# (memory-backend-memfd,share=on, -numa node,memdev=mem).
+guest_vhost_blk() {
+    guest_vhost_args=(-m 512
+                      -object memory-backend-memfd,id=mem,size=512M,share=on
+                      -numa node,memdev=mem
+                      -chardev "socket,id=vu0,path=$1"
+                      -device "vhost-user-blk-pci,chardev=vu0,num-queues=$2")
+}
+
+# guest_spawn SECONDS LOG CMD...: starts CMD in the background under
+# `timeout` (SIGKILL 5 s after its SIGTERM), stdout and stderr into LOG.
+# Its PID goes into guest_pid and guest_pids (killed when the script
+# exits).  Environment assignments before guest_spawn reach CMD.
+guest_spawn() {
+    local secs=$1 log=$2
+    shift 2
+    timeout --kill-after=5 "$secs" "$@" > "$log" 2>&1 &
+    guest_pid=$!
+    guest_pids+=("$guest_pid")
+}
+
+# guest_wait PID: waits for PID (a guest_spawn), leaves its exit status in
+# guest_rc (124 or 137: `timeout` stopped it), then SIGKILLs PID in case
+# it is still there.
+guest_wait() {
+    guest_rc=0
+    wait "$1" || guest_rc=$?
+    kill -KILL "$1" 2>/dev/null || true
+}
+
+# guest_until SECONDS CMD...: runs CMD every 50 ms until it succeeds
+# (returns 0) or SECONDS have passed (returns 1).
+guest_until() {
+    local i secs=$1
+    shift
+    for ((i = 0; i < secs * 20; i++)); do
+        "$@" 2>/dev/null && return 0
+        sleep 0.05
+    done
+    return 1
+}
+
+# guest_case_start DIR IMG: a case begins: DIR made afresh (its logs go
+# there), IMG a fresh 64 MiB sparse disk image, the clock started.
+guest_case_start() {
+    guest_case_dir=$1 guest_case_img=$2
+    rm -rf "$guest_case_dir"
+    mkdir -p "$guest_case_dir"
+    rm -f "$guest_case_img"
+    truncate -s 64M "$guest_case_img"
+    guest_case_t0=$(date +%s%N)
+}
+
+# guest_case_ms: milliseconds since guest_case_start.
+guest_case_ms() {
+    echo $(( ($(date +%s%N) - guest_case_t0) / 1000000 ))
 }
 
 # guest_verdict RC DIR IMG TIMEOUT: why a boot failed, or nothing when it
@@ -145,11 +246,42 @@ guest_verdict() {
     fi
 }
 
-# guest_show_logs DIR FILE...: the tails of a failed case's logs.
-guest_show_logs() {
-    local dir=$1 f
-    shift
+# guest_case_end TAG LABEL MS WHY NOTE LOG...: the case guest_case_start
+# began is over after MS milliseconds: its image goes.  With WHY empty it
+# passed: prints "TAG: PASS LABEL (MS ms)", then ": NOTE" when NOTE is not
+# empty, and removes its directory (KEEP=1 keeps it).  Otherwise prints
+# "TAG: FAIL LABEL: WHY (MS ms)" and the tails of the directory's LOG
+# files, keeps the directory and returns 1.
+guest_case_end() {
+    local tag=$1 label=$2 ms=$3 why=$4 note=$5 f
+    shift 5
+    rm -f "$guest_case_img"
+    if [ -z "$why" ]; then
+        echo "$tag: PASS $label (${ms} ms)${note:+: $note}"
+        [ -n "${KEEP:-}" ] || rm -rf "$guest_case_dir"
+        return 0
+    fi
+    echo "$tag: FAIL $label: $why (${ms} ms)"
     for f in "$@"; do
-        echo "--- $dir/$f (tail)"; tail -n 15 "$dir/$f" 2>/dev/null || true
+        echo "--- $guest_case_dir/$f (tail)"
+        tail -n 15 "$guest_case_dir/$f" 2>/dev/null || true
     done
+    return 1
+}
+
+# guest_tally CMD...: runs one case, CMD, and counts it in guest_passed or
+# guest_failed.
+guest_passed=0 guest_failed=0
+guest_tally() {
+    if "$@"; then
+        guest_passed=$((guest_passed + 1))
+    else
+        guest_failed=$((guest_failed + 1))
+    fi
+}
+
+# guest_summary TAG: prints "TAG: N passed, N failed"; fails if any did.
+guest_summary() {
+    echo "$1: $guest_passed passed, $guest_failed failed"
+    [ "$guest_failed" = 0 ]
 }

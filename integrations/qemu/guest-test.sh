@@ -32,20 +32,18 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+. "$here/guest-lib.sh"
 
-qemu='' work='' cases=()
+qemu='' cases=()
 while [ $# -gt 0 ]; do
     case $1 in
         --qemu) qemu=$2; shift ;;
         --case) cases+=("$2"); shift ;;
-        -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-        -*) echo "guest-test.sh: unknown option $1" >&2; exit 2 ;;
-        *) work=$1 ;;
+        *) guest_arg guest-test.sh "$1" ;;
     esac
     shift
 done
-work=$(realpath -m "${work:-$repo/build-qemu}")
+work=$(guest_workdir "$guest_work")
 qemu=${qemu:-$work/fork-build/qemu-system-x86_64}
 [ ${#cases[@]} -gt 0 ] ||
     cases=(iothread-threads iothread-native iothread-io_uring mainloop-threads)
@@ -57,10 +55,7 @@ gdir=$work/guest
 
 # ---------------------------------------------------------------------------
 # 1. Packages: firmware for the fork's binary, and the guest's parts.
-. "$here/pkgs.sh"
 pkgs_install guest-test.sh seabios qemu-system-data
-
-. "$here/guest-parts.sh"
 guest_parts "$gdir"
 
 # ---------------------------------------------------------------------------
@@ -68,15 +63,12 @@ guest_parts "$gdir"
 
 # run_case NAME BACKEND: boots the guest, checks console and image.
 run_case() {
-    local name=$1 backend=$2 dir img drive dev rc=0 pid t0
+    local name=$1 backend=$2 dir img drive dev ms
     dir=$gdir/run-$name-$backend
-    rm -rf "$dir"
-    mkdir -p "$dir"
     # The image on tmpfs: host I/O completes in microseconds, inside the
     # busy-poll window, so the window opens as it does on fast storage.
     img=$guest_imgdir/disk-$name-$backend.img
-    rm -f "$img"
-    truncate -s 64M "$img"
+    guest_case_start "$dir" "$img"
     case $name in
         *-threads) drive="aio=threads,cache.direct=on" ;;
         *-native) drive="aio=native,cache.direct=on" ;;
@@ -86,42 +78,23 @@ run_case() {
     case $name in
         iothread-*) dev+=",iothread=io0" ;;
     esac
-    t0=$(date +%s%N)
-    AIOLOOP_BACKEND=$backend timeout --kill-after=5 "$boot_timeout" "$qemu" \
-        "${guest_qemu_args[@]}" -m 512 -smp 2 \
+    AIOLOOP_BACKEND=$backend guest_spawn "$boot_timeout" "$dir/qemu.log" \
+        "$qemu" "${guest_qemu_args[@]}" -m 512 -smp 2 \
         -initrd "$guest_initrd" -append "$guest_append" \
         -serial "file:$dir/console.log" \
         -object iothread,id=io0 \
         -drive "file=$img,format=raw,if=none,id=d0,$drive" \
-        -device "$dev" \
-        > "$dir/qemu.log" 2>&1 &
-    pid=$!
-    guest_pids+=("$pid")
-    wait "$pid" || rc=$?
-    kill -KILL "$pid" 2>/dev/null || true
-    local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
-    local why
-    why=$(guest_verdict "$rc" "$dir" "$img" "$boot_timeout")
-    rm -f "$img"
-    if [ -z "$why" ]; then
-        echo "guest: PASS $name [$backend] (${ms} ms)"
-        [ -n "${KEEP:-}" ] || rm -rf "$dir"
-        return 0
-    fi
-    echo "guest: FAIL $name [$backend]: $why (${ms} ms)"
-    guest_show_logs "$dir" console.log qemu.log
-    return 1
+        -device "$dev"
+    guest_wait "$guest_pid"
+    ms=$(guest_case_ms)
+    guest_case_end guest "$name [$backend]" "$ms" \
+        "$(guest_verdict "$guest_rc" "$dir" "$img" "$boot_timeout")" '' \
+        console.log qemu.log
 }
 
-passed=0 failed=0
 for b in "${backends[@]}"; do
     for c in "${cases[@]}"; do
-        if run_case "$c" "$b"; then
-            passed=$((passed + 1))
-        else
-            failed=$((failed + 1))
-        fi
+        guest_tally run_case "$c" "$b"
     done
 done
-echo "guest: $passed passed, $failed failed"
-[ "$failed" = 0 ]
+guest_summary guest

@@ -14,20 +14,18 @@
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../.." && pwd)
+. "$here/guest-lib.sh"
 
-work='' variant=fork extra=()
+variant=fork extra=()
 while [ $# -gt 0 ]; do
     case $1 in
         stock|fork) variant=$1 ;;
         --) shift; extra=("$@"); break ;;
-        -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-        -*) echo "run-tests.sh: unknown option $1" >&2; exit 2 ;;
-        *) if [ -z "$work" ]; then work=$1; else echo "run-tests.sh: bad argument $1" >&2; exit 2; fi ;;
+        *) guest_arg run-tests.sh "$1" ;;
     esac
     shift
 done
-work=$(realpath -m "${work:-$repo/build-qemu}")
+work=$(guest_workdir "$guest_work")
 bld=$work/$variant-build
 [ -f "$bld/build.ninja" ] || { echo "run-tests.sh: $bld is not built; run build.sh --$variant first" >&2; exit 1; }
 

@@ -10,32 +10,28 @@
 # which bounds the absolute numbers: read the ratios.
 #
 # fio is Debian's fio source (fetch-source.sh), built static once into
-# WORKDIR/fio-static/fio; the guest is guest-parts.sh's kernel and an
+# WORKDIR/fio-static/fio; the guest is guest-lib.sh's kernel and an
 # initramfs with fio and guest-fio-init.sh.  The daemon comes from
 # DAEMON (default build/integrations/vhost/aioloop-vhost-blk).  Every
 # process runs under timeout and is killed by its PID.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
-repo=$(cd "$here/../../.." && pwd)
-qdir=$repo/integrations/qemu
-rounds=3 runtime=10 json= work=
+. "$here/../../qemu/guest-lib.sh"
+rounds=3 runtime=10 json=
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) rounds=$2; shift ;;
         --runtime) runtime=$2; shift ;;
         --json) json=$2; shift ;;
-        -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
-        -*) echo "guest-fio: unknown option $1" >&2; exit 2 ;;
-        *) work=$1 ;;
+        *) guest_arg guest-fio "$1" ;;
     esac
     shift
 done
-work=$(realpath -m "${work:-$repo/build-qemu}")
-daemon=$(realpath "${DAEMON:-$repo/build/integrations/vhost/aioloop-vhost-blk}")
+work=$(guest_workdir "$guest_work")
+daemon=$(realpath "${DAEMON:-$guest_repo/build/integrations/vhost/aioloop-vhost-blk}")
 [ -x "$daemon" ] || { echo "guest-fio: no daemon at $daemon (make)" >&2; exit 1; }
 
-. "$qdir/pkgs.sh"
 pkgs_install guest-fio seabios qemu-system-data qemu-system-x86 \
     qemu-system-common gcc make dpkg-dev libaio-dev zlib1g-dev
 
@@ -43,7 +39,7 @@ pkgs_install guest-fio seabios qemu-system-data qemu-system-x86 \
 fio=$work/fio-static/fio
 if [ ! -x "$fio" ]; then
     mkdir -p "$work/fio-static"
-    "$qdir/fetch-source.sh" "$work" fio
+    "$guest_lib_dir/fetch-source.sh" "$work" fio
     rm -rf "$work/fio-build"
     cp -a "$work/src-fio" "$work/fio-build"
     (cd "$work/fio-build" &&
@@ -57,7 +53,6 @@ if [ ! -x "$fio" ]; then
     mv "$fio.tmp" "$fio"
 fi
 
-. "$qdir/guest-parts.sh"
 gdir=$work/guest
 guest_parts "$gdir"
 initrd=$gdir/initrd-fio.cpio.gz
@@ -76,34 +71,29 @@ trap 'guest_kill_all; [ -n "${KEEP:-}" ] && echo "guest-fio: kept $run" >&2 || r
 # one BACKEND ROUND: boots the guest on BACKEND, leaves fio's JSON in
 # $run/BACKEND.ROUND.json
 one() {
-    local backend=$1 round=$2 sock=$run/vhost.sock bpid qpid tag
+    local backend=$1 round=$2 sock=$run/vhost.sock bpid tag
     tag=${backend// /-}.$round
     rm -f "$sock"
     case $backend in
         aioloop*)
-            timeout -k 5 300 "$daemon" --socket "$sock" --file "$img" \
-                --backend "${backend#aioloop }" > "$run/$tag.backend.log" 2>&1 & ;;
+            guest_spawn 300 "$run/$tag.backend.log" "$daemon" \
+                --socket "$sock" --file "$img" --backend "${backend#aioloop }" ;;
         qsd*)
-            timeout -k 5 300 qemu-storage-daemon --blockdev \
+            guest_spawn 300 "$run/$tag.backend.log" qemu-storage-daemon --blockdev \
                 "driver=file,node-name=f0,filename=$img,aio=${backend#qsd }" \
-                --export "type=vhost-user-blk,id=e0,node-name=f0,addr.type=unix,addr.path=$sock,writable=on" \
-                > "$run/$tag.backend.log" 2>&1 & ;;
+                --export "type=vhost-user-blk,id=e0,node-name=f0,addr.type=unix,addr.path=$sock,writable=on" ;;
     esac
-    bpid=$!
-    guest_pids+=("$bpid")
-    for _ in $(seq 200); do [ -S "$sock" ] && break; sleep 0.05; done
-    [ -S "$sock" ] || { echo "guest-fio: $backend did not listen" >&2; cat "$run/$tag.backend.log" >&2; exit 1; }
-    timeout -k 5 $((runtime + 120)) qemu-system-x86_64 \
-        "${guest_qemu_args[@]}" -m 512 -smp 2 \
+    bpid=$guest_pid
+    guest_until 10 test -S "$sock" ||
+        { echo "guest-fio: $backend did not listen" >&2; cat "$run/$tag.backend.log" >&2; exit 1; }
+    guest_vhost_blk "$sock" 1
+    guest_spawn $((runtime + 120)) "$run/$tag.qemu.log" qemu-system-x86_64 \
+        "${guest_qemu_args[@]}" -smp 2 \
         -initrd "$initrd" -append "$guest_append fio_runtime=$runtime" \
-        -object memory-backend-memfd,id=mem,size=512M,share=on \
-        -numa node,memdev=mem -serial "file:$run/$tag.console" \
-        -chardev "socket,id=vu0,path=$sock" \
-        -device vhost-user-blk-pci,chardev=vu0,num-queues=1 \
-        > "$run/$tag.qemu.log" 2>&1 &
-    qpid=$!
-    guest_pids+=("$qpid")
-    wait "$qpid" || { echo "guest-fio: QEMU on $backend failed" >&2; tail "$run/$tag.qemu.log" "$run/$tag.console" >&2; exit 1; }
+        "${guest_vhost_args[@]}" -serial "file:$run/$tag.console"
+    guest_wait "$guest_pid"
+    [ "$guest_rc" = 0 ] ||
+        { echo "guest-fio: QEMU on $backend failed" >&2; tail "$run/$tag.qemu.log" "$run/$tag.console" >&2; exit 1; }
     kill -TERM "$bpid" 2>/dev/null || true
     wait "$bpid" 2>/dev/null || true
     sed -n '/^AIOL-FIO-BEGIN/,/^AIOL-FIO-END/p' "$run/$tag.console" |
