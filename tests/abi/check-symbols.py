@@ -19,7 +19,7 @@ def declared(headers):
         text = re.sub(r"//[^\n]*", "", text)
         for m in re.finditer(r"\b(aiol_[a-z0-9_]+)\s*\(", text):
             names.add(m.group(1))
-        # exported data: "extern const aiol_kvm_ops aiol_kvm_sys_ops;"
+        # exported data: "extern const aiol_vmm_kvm_ops aiol_vmm_kvm_sys_ops;"
         for m in re.finditer(r"\bextern\s+[^;(]*?\b(aiol_[a-z0-9_]+)\s*;",
                              text):
             names.add(m.group(1))

@@ -19,22 +19,23 @@ static int fake_ioctl(void *opaque, int fd, unsigned long req, void *arg)
     return 0;
 }
 
-static const aiol_kvm_ops fake = { .ioctl = fake_ioctl };
+static const aiol_vmm_kvm_ops fake = { .ioctl = fake_ioctl };
 
 int main(void)
 {
-    aiol_kvm kvm = { .ops = &fake, .vm_fd = 100 };
-    aiol_msi_msg m = { .address_lo = 0xfee00000, .data = 0x41 };
-    aiol_msi_table *t;
+    aiol_vmm_kvm kvm = { .ops = &fake, .vm_fd = 100 };
+    aiol_vmm_msi_msg m = { .address_lo = 0xfee00000, .data = 0x41 };
+    aiol_vmm_msi_table *t;
     uint32_t a, b;
 
-    if (aiol_msi_table_new(&kvm, 24, &t) < 0 ||
-        aiol_msi_table_add(t, &m, &a) < 0 ||
-        aiol_msi_table_add(t, &m, &b) < 0 || aiol_msi_table_commit(t) < 0 ||
+    if (aiol_vmm_msi_table_new(&kvm, 24, &t) < 0 ||
+        aiol_vmm_msi_route_set(t, &m, &a) < 0 ||
+        aiol_vmm_msi_route_set(t, &m, &b) < 0 ||
+        aiol_vmm_msi_table_commit(t) < 0 ||
         routing_calls != 1) {
         return 1;
     }
-    aiol_msi_table_free(t);
+    aiol_vmm_msi_table_free(t);
     printf("aioloop-vmm: ok (routes %u and %u, one commit)\n", a, b);
     return 0;
 }

@@ -42,10 +42,10 @@ static int count_ioctl(void *opaque, int fd, unsigned long req, void *arg)
     c->routing += req == KVM_SET_GSI_ROUTING;
     c->irqfd += req == KVM_IRQFD;
     c->ioeventfd += req == KVM_IOEVENTFD;
-    return aiol_kvm_sys_ops.ioctl(NULL, fd, req, arg);
+    return aiol_vmm_kvm_sys_ops.ioctl(NULL, fd, req, arg);
 }
 
-static const aiol_kvm_ops counting_ops = { .ioctl = count_ioctl };
+static const aiol_vmm_kvm_ops counting_ops = { .ioctl = count_ioctl };
 
 static void die(const char *what, int r)
 {
@@ -55,7 +55,7 @@ static void die(const char *what, int r)
 
 static int new_vm(void)
 {
-    int vm, r = aiol_kvm_vm_create(true, &vm);
+    int vm, r = aiol_vmm_vm_new(true, &vm);
 
     if (r < 0) {
         die("KVM_CREATE_VM", r);
@@ -68,8 +68,8 @@ static double run_routes(int n, bool batched, counting *c)
 {
     static int efd[MAXN];
     int vm = new_vm();
-    aiol_kvm kvm = { &counting_ops, c, vm };
-    aiol_msi_table *t;
+    aiol_vmm_kvm kvm = { &counting_ops, c, vm };
+    aiol_vmm_msi_table *t;
     counting snap;
     int64_t t0, t1;
     int r;
@@ -81,27 +81,27 @@ static double run_routes(int n, bool batched, counting *c)
             die("eventfd", -errno);
         }
     }
-    if ((r = aiol_msi_table_new(&kvm, 24, &t)) < 0) {
-        die("aiol_msi_table_new", r);
+    if ((r = aiol_vmm_msi_table_new(&kvm, 24, &t)) < 0) {
+        die("aiol_vmm_msi_table_new", r);
     }
     t0 = aiol_clock_now_ns();
     for (int i = 0; i < n; i++) {
-        aiol_msi_msg m = { 0xfee00000u | ((uint32_t)(i % 8) << 12), 0,
+        aiol_vmm_msi_msg m = { 0xfee00000u | ((uint32_t)(i % 8) << 12), 0,
                            0x30 + (uint32_t)(i % 200) };
         uint32_t gsi;
 
-        if ((r = aiol_msi_table_add(t, &m, &gsi)) < 0 ||
-            (r = aiol_msi_table_set_irqfd(t, gsi, efd[i])) < 0 ||
-            (!batched && (r = aiol_msi_table_commit(t)) < 0)) {
+        if ((r = aiol_vmm_msi_route_set(t, &m, &gsi)) < 0 ||
+            (r = aiol_vmm_msi_irqfd_set(t, gsi, efd[i])) < 0 ||
+            (!batched && (r = aiol_vmm_msi_table_commit(t)) < 0)) {
             die("route", r);
         }
     }
-    if (batched && (r = aiol_msi_table_commit(t)) < 0) {
-        die("aiol_msi_table_commit", r);
+    if (batched && (r = aiol_vmm_msi_table_commit(t)) < 0) {
+        die("aiol_vmm_msi_table_commit", r);
     }
     t1 = aiol_clock_now_ns();
     snap = *c; /* the setup's calls, not the teardown's */
-    aiol_msi_table_free(t);
+    aiol_vmm_msi_table_free(t);
     for (int i = 0; i < n; i++) {
         close(efd[i]);
     }
@@ -113,43 +113,43 @@ static double run_routes(int n, bool batched, counting *c)
 /* N host notifiers; returns ms, fills *c. */
 static double run_notifiers(aiol_loop *loop, int n, bool one_txn, counting *c)
 {
-    static aiol_ioev *ev[MAXN];
+    static aiol_vmm_ioev *ev[MAXN];
     int vm = new_vm();
-    aiol_kvm kvm = { &counting_ops, c, vm };
-    aiol_ioev_set *set;
+    aiol_vmm_kvm kvm = { &counting_ops, c, vm };
+    aiol_vmm_ioev_group *set;
     counting snap;
     int64_t t0, t1;
     int r;
 
     memset(c, 0, sizeof(*c));
-    if ((r = aiol_ioev_set_new(loop, &kvm, &set)) < 0) {
-        die("aiol_ioev_set_new", r);
+    if ((r = aiol_vmm_ioev_group_new(loop, &kvm, &set)) < 0) {
+        die("aiol_vmm_ioev_group_new", r);
     }
     for (int i = 0; i < n; i++) {
-        if ((r = aiol_ioev_new(set, NULL, NULL, &ev[i])) < 0) {
-            die("aiol_ioev_new", r);
+        if ((r = aiol_vmm_ioev_new(set, NULL, NULL, &ev[i])) < 0) {
+            die("aiol_vmm_ioev_new", r);
         }
     }
     t0 = aiol_clock_now_ns();
     if (one_txn) {
-        aiol_ioev_txn_begin(set);
+        aiol_vmm_ioev_txn_begin(set);
     }
     for (int i = 0; i < n; i++) {
         /* virtio-pci modern: one notify address per queue, 4 bytes apart */
-        aiol_ioev_match m = { .addr = 0xfe000000u + 4u * (uint64_t)i,
+        aiol_vmm_ioev_match m = { .addr = 0xfe000000u + 4u * (uint64_t)i,
                               .len = 2, .datamatch = true,
                               .data = (uint64_t)i };
 
-        if ((r = aiol_ioev_add(ev[i], &m)) < 0) {
-            die("aiol_ioev_add", r);
+        if ((r = aiol_vmm_ioev_set(ev[i], &m)) < 0) {
+            die("aiol_vmm_ioev_set", r);
         }
     }
-    if (one_txn && (r = aiol_ioev_txn_commit(set)) < 0) {
-        die("aiol_ioev_txn_commit", r);
+    if (one_txn && (r = aiol_vmm_ioev_txn_commit(set)) < 0) {
+        die("aiol_vmm_ioev_txn_commit", r);
     }
     t1 = aiol_clock_now_ns();
     snap = *c;
-    aiol_ioev_set_free(set);
+    aiol_vmm_ioev_group_free(set);
     close(vm);
     *c = snap;
     return (double)(t1 - t0) / 1e6;
@@ -179,7 +179,7 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: bench-vmm [rounds 1..%d]\n", MAX_ROUNDS);
         return 2;
     }
-    r = aiol_kvm_vm_create(true, &vm);
+    r = aiol_vmm_vm_new(true, &vm);
     if (r < 0) {
         printf("SKIP: no usable /dev/kvm (%s)\n", strerror(-r));
         return 77;

@@ -5,7 +5,7 @@
  * whole routing table in one call whose cost (a grace period) does not
  * depend on its size, so a burst is applied as one table: updates are
  * only queued, and a bottom half on the table's loop applies everything
- * queued at the time it runs with one aiol_msi_table_commit(), i.e. at
+ * queued at the time it runs with one aiol_vmm_msi_table_commit(), i.e. at
  * most one KVM_SET_GSI_ROUTING per burst however many vectors the guest
  * touched.
  *
@@ -36,20 +36,20 @@
 
 typedef struct done_rec done_rec;
 struct done_rec {
-    aiol_msi_done_fn *fn;
+    aiol_vmm_msi_done_fn *fn;
     void *opaque;
     uint32_t gsi;
     done_rec *next;
 };
 
 typedef struct pend {
-    aiol_msi_msg msg; /* newest queued message */
-    bool queued;      /* gsi is in c->queue */
+    aiol_vmm_msi_msg msg; /* newest queued message */
+    bool queued;          /* gsi is in c->queue */
 } pend;
 
-struct aiol_msi_coalescer {
+struct aiol_vmm_msi_coalescer {
     aiol_loop *loop;
-    aiol_msi_table *table; /* the loop's thread */
+    aiol_vmm_msi_table *table; /* the loop's thread */
     aiol_bh *bh;
     uint32_t limit;        /* the table's; immutable */
 
@@ -65,7 +65,7 @@ struct aiol_msi_coalescer {
 
     /* The loop's thread only: */
     uint32_t *batch;       /* [limit]: the GSIs of the burst being applied */
-    aiol_msi_msg *batch_msg; /* [limit] */
+    aiol_vmm_msi_msg *batch_msg; /* [limit] */
     int *result;           /* [limit], by GSI: the burst's result per route */
     uint64_t commits;
 
@@ -76,7 +76,7 @@ struct aiol_msi_coalescer {
 static void run_burst(void *opaque);
 
 /* Frees @p c and its arrays (any of them may still be NULL). */
-static void free_arrays(aiol_msi_coalescer *c)
+static void free_arrays(aiol_vmm_msi_coalescer *c)
 {
     free(c->result);
     free(c->batch_msg);
@@ -86,16 +86,16 @@ static void free_arrays(aiol_msi_coalescer *c)
     free(c);
 }
 
-int aiol_msi_coalescer_new(aiol_loop *loop, aiol_msi_table *t,
-                           aiol_msi_coalescer **out)
+int aiol_vmm_msi_coalescer_new(aiol_loop *loop, aiol_vmm_msi_table *t,
+                               aiol_vmm_msi_coalescer **out)
 {
-    aiol_msi_coalescer *c;
+    aiol_vmm_msi_coalescer *c;
     uint32_t lim;
     int r;
 
     aiol__vmm_check(loop != NULL && t != NULL && out != NULL,
                     "NULL argument");
-    lim = aiol_msi_table_limit(t);
+    lim = aiol_vmm_msi_table_limit_get(t);
     c = calloc(1, sizeof(*c));
     if (c == NULL) {
         return -ENOMEM;
@@ -133,7 +133,7 @@ fail:
 }
 
 /* Takes the queue (caller holds c->lock); returns its length. */
-static uint32_t take_queue(aiol_msi_coalescer *c, done_rec **dones)
+static uint32_t take_queue(aiol_vmm_msi_coalescer *c, done_rec **dones)
 {
     uint32_t n = c->nqueue;
 
@@ -165,7 +165,7 @@ static void run_dones(done_rec *d, const int *result, int all)
 /* The bottom half: applies one burst. */
 static void run_burst(void *opaque)
 {
-    aiol_msi_coalescer *c = opaque;
+    aiol_vmm_msi_coalescer *c = opaque;
     done_rec *dones;
     uint64_t last;
     uint32_t n;
@@ -183,24 +183,24 @@ static void run_burst(void *opaque)
 
     for (uint32_t i = 0; i < n; i++) {
         c->result[c->batch[i]] =
-            aiol_msi_table_update(c->table, c->batch[i], &c->batch_msg[i]);
+            aiol_vmm_msi_msg_set(c->table, c->batch[i], &c->batch_msg[i]);
     }
-    ret = aiol_msi_table_commit(c->table);
+    ret = aiol_vmm_msi_table_commit(c->table);
     c->commits++;
     for (uint32_t i = 0; i < n; i++) {
         uint32_t g = c->batch[i];
 
         if (ret < 0 && c->result[g] == 0) {
-            aiol_msi_table_revert(c->table, g);  /* keep the old route */
+            aiol_vmm_msi_route_abort(c->table, g);  /* keep the old route */
             c->result[g] = ret;
         }
     }
-    /* Pairs with the acquire load in aiol_msi_coalescer_applied(). */
+    /* Pairs with the acquire load in aiol_vmm_msi_coalescer_applied_get(). */
     atomic_store_explicit(&c->applied, last, memory_order_release);
     run_dones(dones, c->result, 0);
 }
 
-void aiol_msi_coalescer_free(aiol_msi_coalescer *c)
+void aiol_vmm_msi_coalescer_free(aiol_vmm_msi_coalescer *c)
 {
     done_rec *dones;
 
@@ -216,9 +216,10 @@ void aiol_msi_coalescer_free(aiol_msi_coalescer *c)
     free_arrays(c);
 }
 
-int aiol_msi_coalescer_update(aiol_msi_coalescer *c, uint32_t gsi,
-                              const aiol_msi_msg *msg, aiol_msi_done_fn *done,
-                              void *opaque, uint64_t *seq)
+int aiol_vmm_msi_coalescer_set(aiol_vmm_msi_coalescer *c, uint32_t gsi,
+                               const aiol_vmm_msi_msg *msg,
+                               aiol_vmm_msi_done_fn *done, void *opaque,
+                               uint64_t *seq)
 {
     done_rec *d = NULL;
     uint64_t s;
@@ -256,9 +257,9 @@ int aiol_msi_coalescer_update(aiol_msi_coalescer *c, uint32_t gsi,
     return 0;
 }
 
-/* A thread blocked in aiol_msi_coalescer_update_wait(). */
+/* A thread blocked in aiol_vmm_msi_coalescer_set_wait(). */
 typedef struct waiter {
-    aiol_msi_coalescer *c;
+    aiol_vmm_msi_coalescer *c;
     pthread_cond_t cond; /* signalled under c->lock */
     bool done;           /* under c->lock */
     int result;          /* under c->lock */
@@ -275,8 +276,8 @@ static void wake_waiter(void *opaque, int result)
     pthread_mutex_unlock(&w->c->lock);
 }
 
-int aiol_msi_coalescer_update_wait(aiol_msi_coalescer *c, uint32_t gsi,
-                                   const aiol_msi_msg *msg)
+int aiol_vmm_msi_coalescer_set_wait(aiol_vmm_msi_coalescer *c, uint32_t gsi,
+                                    const aiol_vmm_msi_msg *msg)
 {
     waiter w = { .c = c, .done = false, .result = 0 };
     bool on_loop;
@@ -292,7 +293,7 @@ int aiol_msi_coalescer_update_wait(aiol_msi_coalescer *c, uint32_t gsi,
     if (r != 0) {
         return r;
     }
-    r = aiol_msi_coalescer_update(c, gsi, msg, wake_waiter, &w, NULL);
+    r = aiol_vmm_msi_coalescer_set(c, gsi, msg, wake_waiter, &w, NULL);
     if (r == 0) {
         pthread_mutex_lock(&c->lock);
         while (!w.done) {
@@ -305,14 +306,14 @@ int aiol_msi_coalescer_update_wait(aiol_msi_coalescer *c, uint32_t gsi,
     return r;
 }
 
-uint64_t aiol_msi_coalescer_applied(const aiol_msi_coalescer *c)
+uint64_t aiol_vmm_msi_coalescer_applied_get(const aiol_vmm_msi_coalescer *c)
 {
     /* Pairs with the release store at the end of run_burst(). */
-    return atomic_load_explicit(&((aiol_msi_coalescer *)c)->applied,
+    return atomic_load_explicit(&((aiol_vmm_msi_coalescer *)c)->applied,
                                 memory_order_acquire);
 }
 
-uint64_t aiol_msi_coalescer_commits(const aiol_msi_coalescer *c)
+uint64_t aiol_vmm_msi_coalescer_commits_get(const aiol_vmm_msi_coalescer *c)
 {
     return c->commits;
 }

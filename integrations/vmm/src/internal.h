@@ -19,9 +19,10 @@
 _Noreturn void aiol__vmm_fail(const char *func, const char *msg);
 
 /* Calls @kvm's ioctl (the default layer when ops is NULL). */
-int aiol__kvm_ioctl(const aiol_kvm *kvm, unsigned long request, void *arg);
+int aiol__vmm_kvm_ioctl(const aiol_vmm_kvm *kvm, unsigned long request,
+                        void *arg);
 
 /* A non-blocking, close-on-exec eventfd, or -errno. */
-int aiol__eventfd_new(void);
+int aiol__vmm_eventfd_new(void);
 
 #endif /* AIOLOOP_VMM_INTERNAL_H */

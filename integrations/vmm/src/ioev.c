@@ -3,15 +3,15 @@
  *
  * Design.  Each notifier keeps two states: the one KVM holds ("have",
  * changed only by a successful ioctl) and the one the current transaction
- * wants ("want").  add and del change "want" and put the notifier on the
- * set's dirty list (an intrusive list: O(1), no allocation).  The commit
- * walks only that list, so its cost is O(changes) whatever the size of
- * the set, and issues for each notifier exactly the difference:
+ * wants ("want").  set and remove change "want" and put the notifier on
+ * the group's dirty list (an intrusive list: O(1), no allocation).  The
+ * commit walks only that list, so its cost is O(changes) whatever the
+ * size of the group, and issues for each notifier exactly the difference:
  *
- *   have == want                    nothing (add+del, del+add, untouched)
- *   have registered, want not       one deassign
- *   want registered, have not       one assign
- *   both, different matches         one deassign, one assign
+ *   have == want               nothing (set+remove, remove+set, untouched)
+ *   have registered, want not  one deassign
+ *   want registered, have not  one assign
+ *   both, different matches    one deassign, one assign
  *
  * All deassigns run before all assigns, so a match can move between
  * notifiers inside one commit without KVM seeing a duplicate.  If an
@@ -20,7 +20,7 @@
  * every "have" tracks what KVM really holds at each step, and the "want"
  * states stay: the transaction is still open and can be committed again.
  *
- * Lifetime.  A notifier's eventfd is closed only by aiol_ioev_free(),
+ * Lifetime.  A notifier's eventfd is closed only by aiol_vmm_ioev_free(),
  * which insists that the notifier is neither registered nor pending: KVM
  * looks a registration up by its eventfd, so a deassign needs the fd
  * open, and a closed fd with a live registration would leak it in KVM.
@@ -41,40 +41,41 @@
 #define STEP_DEASSIGNED (1u << 0)
 #define STEP_ASSIGNED (1u << 1)
 
-struct aiol_ioev {
-    aiol_ioev_set *set;
-    int fd;                 /* the eventfd; owned */
-    aiol_handler_fn *cb;    /* set at creation, read by the loop's thread */
+struct aiol_vmm_ioev {
+    aiol_vmm_ioev_group *set;
+    int fd;                   /* the eventfd; owned */
+    aiol_handler_fn *cb;      /* set at creation, read by the loop's thread */
     void *opaque;
     /* The rest: the set's thread. */
-    bool have_on;           /* registered with KVM */
-    aiol_ioev_match have;   /* ... at this match */
-    bool want_on;           /* the transaction wants it registered */
-    aiol_ioev_match want;
-    aiol_ioev_match old;    /* during a commit: what a deassign removed */
-    unsigned steps;         /* STEP_*: during a commit only */
-    AIOL_LIST_ENTRY(aiol_ioev) all;   /* set->all */
-    AIOL_LIST_ENTRY(aiol_ioev) dirty; /* set->dirty while changed */
+    bool have_on;             /* registered with KVM */
+    aiol_vmm_ioev_match have; /* ... at this match */
+    bool want_on;             /* the transaction wants it registered */
+    aiol_vmm_ioev_match want;
+    aiol_vmm_ioev_match old;  /* during a commit: what a deassign removed */
+    unsigned steps;           /* STEP_*: during a commit only */
+    AIOL_LIST_ENTRY(aiol_vmm_ioev) all;   /* set->all */
+    AIOL_LIST_ENTRY(aiol_vmm_ioev) dirty; /* set->dirty while changed */
 };
 
-struct aiol_ioev_set {
+struct aiol_vmm_ioev_group {
     aiol_loop *loop;
-    aiol_kvm kvm;
+    aiol_vmm_kvm kvm;
     /* The set's thread owns everything below. */
     unsigned depth;         /* transaction nesting; 0: none open */
     size_t registered;      /* notifiers with have_on */
-    AIOL_LIST_HEAD(, aiol_ioev) all;
-    AIOL_LIST_HEAD(, aiol_ioev) dirty;
+    AIOL_LIST_HEAD(, aiol_vmm_ioev) all;
+    AIOL_LIST_HEAD(, aiol_vmm_ioev) dirty;
 };
 
-static bool match_eq(const aiol_ioev_match *a, const aiol_ioev_match *b)
+static bool match_eq(const aiol_vmm_ioev_match *a,
+                     const aiol_vmm_ioev_match *b)
 {
     return a->addr == b->addr && a->len == b->len && a->pio == b->pio &&
            a->datamatch == b->datamatch &&
            (!a->datamatch || a->data == b->data);
 }
 
-static bool match_valid(const aiol_ioev_match *m)
+static bool match_valid(const aiol_vmm_ioev_match *m)
 {
     switch (m->len) {
     case 0: case 1: case 2: case 4: case 8:
@@ -89,7 +90,8 @@ static bool match_valid(const aiol_ioev_match *m)
 }
 
 /* One KVM_IOEVENTFD for @n at @m. */
-static int ioev_ioctl(aiol_ioev *n, const aiol_ioev_match *m, bool assign)
+static int ioev_ioctl(aiol_vmm_ioev *n, const aiol_vmm_ioev_match *m,
+                      bool assign)
 {
     struct kvm_ioeventfd a;
 
@@ -101,13 +103,13 @@ static int ioev_ioctl(aiol_ioev *n, const aiol_ioev_match *m, bool assign)
     a.flags = (m->datamatch ? KVM_IOEVENTFD_FLAG_DATAMATCH : 0) |
               (m->pio ? KVM_IOEVENTFD_FLAG_PIO : 0) |
               (assign ? 0 : KVM_IOEVENTFD_FLAG_DEASSIGN);
-    return aiol__kvm_ioctl(&n->set->kvm, KVM_IOEVENTFD, &a);
+    return aiol__vmm_kvm_ioctl(&n->set->kvm, KVM_IOEVENTFD, &a);
 }
 
-int aiol_ioev_set_new(aiol_loop *loop, const aiol_kvm *kvm,
-                      aiol_ioev_set **out)
+int aiol_vmm_ioev_group_new(aiol_loop *loop, const aiol_vmm_kvm *kvm,
+                            aiol_vmm_ioev_group **out)
 {
-    aiol_ioev_set *set;
+    aiol_vmm_ioev_group *set;
 
     aiol__vmm_check(loop != NULL && kvm != NULL && out != NULL,
                     "NULL argument");
@@ -123,7 +125,7 @@ int aiol_ioev_set_new(aiol_loop *loop, const aiol_kvm *kvm,
     return 0;
 }
 
-static void ioev_destroy(aiol_ioev *n)
+static void ioev_destroy(aiol_vmm_ioev *n)
 {
     if (n->cb != NULL) {
         aiol_fd_remove(n->set->loop, n->fd);
@@ -133,9 +135,9 @@ static void ioev_destroy(aiol_ioev *n)
     free(n);
 }
 
-void aiol_ioev_set_free(aiol_ioev_set *set)
+void aiol_vmm_ioev_group_free(aiol_vmm_ioev_group *set)
 {
-    aiol_ioev *n, *next;
+    aiol_vmm_ioev *n, *next;
 
     if (set == NULL) {
         return;
@@ -150,27 +152,27 @@ void aiol_ioev_set_free(aiol_ioev_set *set)
     free(set);
 }
 
-void aiol_ioev_txn_begin(aiol_ioev_set *set)
+void aiol_vmm_ioev_txn_begin(aiol_vmm_ioev_group *set)
 {
-    aiol__vmm_check(set != NULL, "set is NULL");
+    aiol__vmm_check(set != NULL, "group is NULL");
     aiol__vmm_check(set->depth < UINT32_MAX, "transactions nested too deep");
     set->depth++;
 }
 
-bool aiol_ioev_txn_open(const aiol_ioev_set *set)
+bool aiol_vmm_ioev_txn_get(const aiol_vmm_ioev_group *set)
 {
     return set->depth > 0;
 }
 
 /* Marks @n changed in the open transaction. */
-static void mark_dirty(aiol_ioev *n)
+static void mark_dirty(aiol_vmm_ioev *n)
 {
     if (!AIOL_LIST_IS_INSERTED(n, dirty)) {
         AIOL_LIST_INSERT_HEAD(&n->set->dirty, n, dirty);
     }
 }
 
-static void set_have(aiol_ioev *n, bool on, const aiol_ioev_match *m)
+static void set_have(aiol_vmm_ioev *n, bool on, const aiol_vmm_ioev_match *m)
 {
     if (on && !n->have_on) {
         n->set->registered++;
@@ -183,12 +185,12 @@ static void set_have(aiol_ioev *n, bool on, const aiol_ioev_match *m)
     }
 }
 
-static bool needs_deassign(const aiol_ioev *n)
+static bool needs_deassign(const aiol_vmm_ioev *n)
 {
     return n->have_on && (!n->want_on || !match_eq(&n->have, &n->want));
 }
 
-static bool needs_assign(const aiol_ioev *n)
+static bool needs_assign(const aiol_vmm_ioev *n)
 {
     return n->want_on && (!n->have_on || !match_eq(&n->have, &n->want));
 }
@@ -198,9 +200,9 @@ static bool needs_assign(const aiol_ioev *n)
  * matches they took are free again for the re-assigns.  Each successful
  * ioctl updates "have"; a failing one leaves it describing KVM's state.
  */
-static void commit_undo(aiol_ioev_set *set)
+static void commit_undo(aiol_vmm_ioev_group *set)
 {
-    aiol_ioev *n;
+    aiol_vmm_ioev *n;
 
     AIOL_LIST_FOREACH(n, &set->dirty, dirty) {
         if ((n->steps & STEP_ASSIGNED) && ioev_ioctl(n, &n->want, false) == 0) {
@@ -216,9 +218,9 @@ static void commit_undo(aiol_ioev_set *set)
     }
 }
 
-static int commit_apply(aiol_ioev_set *set)
+static int commit_apply(aiol_vmm_ioev_group *set)
 {
-    aiol_ioev *n, *next;
+    aiol_vmm_ioev *n, *next;
     int r;
 
     AIOL_LIST_FOREACH(n, &set->dirty, dirty) {
@@ -253,11 +255,11 @@ fail:
     return r;
 }
 
-int aiol_ioev_txn_commit(aiol_ioev_set *set)
+int aiol_vmm_ioev_txn_commit(aiol_vmm_ioev_group *set)
 {
     int r;
 
-    aiol__vmm_check(set != NULL, "set is NULL");
+    aiol__vmm_check(set != NULL, "group is NULL");
     aiol__vmm_check(set->depth > 0, "no transaction is open");
     if (set->depth > 1) {
         set->depth--;
@@ -270,11 +272,11 @@ int aiol_ioev_txn_commit(aiol_ioev_set *set)
     return r;
 }
 
-void aiol_ioev_txn_abort(aiol_ioev_set *set)
+void aiol_vmm_ioev_txn_abort(aiol_vmm_ioev_group *set)
 {
-    aiol_ioev *n, *next;
+    aiol_vmm_ioev *n, *next;
 
-    aiol__vmm_check(set != NULL, "set is NULL");
+    aiol__vmm_check(set != NULL, "group is NULL");
     aiol__vmm_check(set->depth > 0, "no transaction is open");
     AIOL_LIST_FOREACH_SAFE(n, &set->dirty, dirty, next) {
         n->want_on = n->have_on;
@@ -287,7 +289,7 @@ void aiol_ioev_txn_abort(aiol_ioev_set *set)
 /* The loop's thread: the guest kicked. */
 static void ioev_read(void *opaque)
 {
-    aiol_ioev *n = opaque;
+    aiol_vmm_ioev *n = opaque;
     uint64_t v;
 
     while (read(n->fd, &v, sizeof(v)) < 0 && errno == EINTR) {
@@ -295,10 +297,10 @@ static void ioev_read(void *opaque)
     n->cb(n->opaque);
 }
 
-int aiol_ioev_new(aiol_ioev_set *set, aiol_handler_fn *cb, void *opaque,
-                  aiol_ioev **out)
+int aiol_vmm_ioev_new(aiol_vmm_ioev_group *set, aiol_handler_fn *cb,
+                      void *opaque, aiol_vmm_ioev **out)
 {
-    aiol_ioev *n;
+    aiol_vmm_ioev *n;
     int r;
 
     aiol__vmm_check(set != NULL && out != NULL, "NULL argument");
@@ -306,7 +308,7 @@ int aiol_ioev_new(aiol_ioev_set *set, aiol_handler_fn *cb, void *opaque,
     if (n == NULL) {
         return -ENOMEM;
     }
-    n->fd = aiol__eventfd_new();
+    n->fd = aiol__vmm_eventfd_new();
     if (n->fd < 0) {
         r = n->fd;
         free(n);
@@ -328,36 +330,36 @@ int aiol_ioev_new(aiol_ioev_set *set, aiol_handler_fn *cb, void *opaque,
     return 0;
 }
 
-void aiol_ioev_free(aiol_ioev *n)
+void aiol_vmm_ioev_free(aiol_vmm_ioev *n)
 {
     if (n == NULL) {
         return;
     }
     aiol__vmm_check(!n->have_on,
-                    "notifier still registered: del it and commit first");
-    aiol__vmm_check(!n->want_on, "notifier has an add pending");
+                    "notifier still registered: remove it and commit first");
+    aiol__vmm_check(!n->want_on, "notifier has a set pending");
     if (AIOL_LIST_IS_INSERTED(n, dirty)) {
-        AIOL_LIST_REMOVE(n, dirty);  /* add+del: nothing left to do */
+        AIOL_LIST_REMOVE(n, dirty);  /* set+remove: nothing left to do */
     }
     ioev_destroy(n);
 }
 
 /* Runs one change at once when no transaction is open. */
-static int change_done(aiol_ioev_set *set, bool own_txn)
+static int change_done(aiol_vmm_ioev_group *set, bool own_txn)
 {
     int r;
 
     if (!own_txn) {
         return 0;
     }
-    r = aiol_ioev_txn_commit(set);
+    r = aiol_vmm_ioev_txn_commit(set);
     if (r < 0) {
-        aiol_ioev_txn_abort(set);
+        aiol_vmm_ioev_txn_abort(set);
     }
     return r;
 }
 
-int aiol_ioev_add(aiol_ioev *n, const aiol_ioev_match *m)
+int aiol_vmm_ioev_set(aiol_vmm_ioev *n, const aiol_vmm_ioev_match *m)
 {
     bool own_txn;
 
@@ -370,7 +372,7 @@ int aiol_ioev_add(aiol_ioev *n, const aiol_ioev_match *m)
     }
     own_txn = n->set->depth == 0;
     if (own_txn) {
-        aiol_ioev_txn_begin(n->set);
+        aiol_vmm_ioev_txn_begin(n->set);
     }
     n->want_on = true;
     n->want = *m;
@@ -378,7 +380,7 @@ int aiol_ioev_add(aiol_ioev *n, const aiol_ioev_match *m)
     return change_done(n->set, own_txn);
 }
 
-int aiol_ioev_del(aiol_ioev *n)
+int aiol_vmm_ioev_remove(aiol_vmm_ioev *n)
 {
     bool own_txn;
 
@@ -388,19 +390,19 @@ int aiol_ioev_del(aiol_ioev *n)
     }
     own_txn = n->set->depth == 0;
     if (own_txn) {
-        aiol_ioev_txn_begin(n->set);
+        aiol_vmm_ioev_txn_begin(n->set);
     }
     n->want_on = false;
     mark_dirty(n);
     return change_done(n->set, own_txn);
 }
 
-int aiol_ioev_fd(const aiol_ioev *n)
+int aiol_vmm_ioev_fd_get(const aiol_vmm_ioev *n)
 {
     return n->fd;
 }
 
-bool aiol_ioev_registered(const aiol_ioev *n, aiol_ioev_match *m)
+bool aiol_vmm_ioev_match_get(const aiol_vmm_ioev *n, aiol_vmm_ioev_match *m)
 {
     if (n->have_on && m != NULL) {
         *m = n->have;
@@ -408,7 +410,7 @@ bool aiol_ioev_registered(const aiol_ioev *n, aiol_ioev_match *m)
     return n->have_on;
 }
 
-size_t aiol_ioev_set_count(const aiol_ioev_set *set)
+size_t aiol_vmm_ioev_group_count_get(const aiol_vmm_ioev_group *set)
 {
     return set->registered;
 }

@@ -1,5 +1,5 @@
 /*
- * kvm.c - the ioctl layer: the real aiol_kvm_ops, the call helper every
+ * kvm.c - the ioctl layer: the real aiol_vmm_kvm_ops, the call helper every
  * other file goes through, and a VM-creation convenience.
  */
 #ifndef _GNU_SOURCE
@@ -34,23 +34,25 @@ static int sys_ioctl(void *opaque, int fd, unsigned long request, void *arg)
     return r < 0 ? -errno : r;
 }
 
-const aiol_kvm_ops aiol_kvm_sys_ops = { .ioctl = sys_ioctl };
+const aiol_vmm_kvm_ops aiol_vmm_kvm_sys_ops = { .ioctl = sys_ioctl };
 
-int aiol__kvm_ioctl(const aiol_kvm *kvm, unsigned long request, void *arg)
+int aiol__vmm_kvm_ioctl(const aiol_vmm_kvm *kvm, unsigned long request,
+                        void *arg)
 {
-    const aiol_kvm_ops *ops = kvm->ops != NULL ? kvm->ops : &aiol_kvm_sys_ops;
+    const aiol_vmm_kvm_ops *ops =
+        kvm->ops != NULL ? kvm->ops : &aiol_vmm_kvm_sys_ops;
 
     return ops->ioctl(kvm->opaque, kvm->vm_fd, request, arg);
 }
 
-int aiol__eventfd_new(void)
+int aiol__vmm_eventfd_new(void)
 {
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 
     return fd < 0 ? -errno : fd;
 }
 
-int aiol_kvm_vm_create(bool irqchip, int *vm_fd)
+int aiol_vmm_vm_new(bool irqchip, int *vm_fd)
 {
     int kvm, vm, r;
 

@@ -40,7 +40,7 @@
 
 /* One GSI.  All fields: the table's thread. */
 typedef struct route {
-    aiol_msi_msg want, have;
+    aiol_vmm_msi_msg want, have;
     bool want_on, have_on; /* a route exists (wanted / in KVM) */
     bool dirty;            /* on the dirty list */
     int want_fd, have_fd;  /* irqfd or -1 */
@@ -50,8 +50,8 @@ typedef struct route {
     uint32_t dnext;        /* next on the dirty list, or NO_GSI */
 } route;
 
-struct aiol_msi_table {
-    aiol_kvm kvm;
+struct aiol_vmm_msi_table {
+    aiol_vmm_kvm kvm;
     uint32_t limit;        /* KVM's route limit */
     uint32_t first_gsi;
     /* The table's thread owns everything below. */
@@ -69,7 +69,7 @@ struct aiol_msi_table {
     bool have_image;
 };
 
-static bool msg_eq(const aiol_msi_msg *a, const aiol_msi_msg *b)
+static bool msg_eq(const aiol_vmm_msi_msg *a, const aiol_vmm_msi_msg *b)
 {
     return a->address_lo == b->address_lo && a->address_hi == b->address_hi &&
            a->data == b->data;
@@ -87,7 +87,7 @@ static bool route_msg_differs(const route *r)
            (r->want_on && !msg_eq(&r->want, &r->have));
 }
 
-static bool fixed_differs(const aiol_msi_table *t)
+static bool fixed_differs(const aiol_vmm_msi_table *t)
 {
     return t->fixed_want != t->fixed_have &&
            (t->nfixed_want != t->nfixed_have ||
@@ -96,12 +96,12 @@ static bool fixed_differs(const aiol_msi_table *t)
                     t->nfixed_want * sizeof(*t->fixed_want)) != 0));
 }
 
-static route *slot(const aiol_msi_table *t, uint32_t gsi)
+static route *slot(const aiol_vmm_msi_table *t, uint32_t gsi)
 {
     return gsi < t->limit ? &t->r[gsi] : NULL;
 }
 
-static void mark_dirty(aiol_msi_table *t, uint32_t gsi)
+static void mark_dirty(aiol_vmm_msi_table *t, uint32_t gsi)
 {
     route *r = &t->r[gsi];
 
@@ -112,13 +112,13 @@ static void mark_dirty(aiol_msi_table *t, uint32_t gsi)
     }
 }
 
-static void dense_add(aiol_msi_table *t, uint32_t gsi)
+static void dense_add(aiol_vmm_msi_table *t, uint32_t gsi)
 {
     t->r[gsi].dense = t->ndense;
     t->dense[t->ndense++] = gsi;
 }
 
-static void dense_del(aiol_msi_table *t, uint32_t gsi)
+static void dense_del(aiol_vmm_msi_table *t, uint32_t gsi)
 {
     uint32_t i = t->r[gsi].dense, last = t->dense[--t->ndense];
 
@@ -126,10 +126,10 @@ static void dense_del(aiol_msi_table *t, uint32_t gsi)
     t->r[last].dense = i;
 }
 
-int aiol_msi_table_new(const aiol_kvm *kvm, uint32_t first_gsi,
-                       aiol_msi_table **out)
+int aiol_vmm_msi_table_new(const aiol_vmm_kvm *kvm, uint32_t first_gsi,
+                           aiol_vmm_msi_table **out)
 {
-    aiol_msi_table *t;
+    aiol_vmm_msi_table *t;
     int lim;
 
     aiol__vmm_check(kvm != NULL && out != NULL, "NULL argument");
@@ -138,8 +138,8 @@ int aiol_msi_table_new(const aiol_kvm *kvm, uint32_t first_gsi,
         return -ENOMEM;
     }
     t->kvm = *kvm;
-    lim = aiol__kvm_ioctl(&t->kvm, KVM_CHECK_EXTENSION,
-                          (void *)(uintptr_t)KVM_CAP_IRQ_ROUTING);
+    lim = aiol__vmm_kvm_ioctl(&t->kvm, KVM_CHECK_EXTENSION,
+                              (void *)(uintptr_t)KVM_CAP_IRQ_ROUTING);
     t->limit = lim > 0 ? (uint32_t)lim : DEFAULT_LIMIT;
     if (first_gsi >= t->limit) {
         free(t);
@@ -163,7 +163,7 @@ int aiol_msi_table_new(const aiol_kvm *kvm, uint32_t first_gsi,
     return 0;
 }
 
-void aiol_msi_table_free(aiol_msi_table *t)
+void aiol_vmm_msi_table_free(aiol_vmm_msi_table *t)
 {
     if (t == NULL) {
         return;
@@ -174,7 +174,7 @@ void aiol_msi_table_free(aiol_msi_table *t)
                                    .gsi = i,
                                    .flags = KVM_IRQFD_FLAG_DEASSIGN };
 
-            (void)aiol__kvm_ioctl(&t->kvm, KVM_IRQFD, &a);
+            (void)aiol__vmm_kvm_ioctl(&t->kvm, KVM_IRQFD, &a);
         }
     }
     if (t->fixed_want != t->fixed_have) {
@@ -188,9 +188,9 @@ void aiol_msi_table_free(aiol_msi_table *t)
     free(t);
 }
 
-int aiol_msi_table_set_fixed(aiol_msi_table *t,
-                             const struct kvm_irq_routing_entry *entries,
-                             size_t n)
+int aiol_vmm_msi_fixed_set(aiol_vmm_msi_table *t,
+                           const struct kvm_irq_routing_entry *entries,
+                           size_t n)
 {
     struct kvm_irq_routing_entry *copy = NULL;
 
@@ -218,8 +218,8 @@ int aiol_msi_table_set_fixed(aiol_msi_table *t,
     return 0;
 }
 
-int aiol_msi_table_add(aiol_msi_table *t, const aiol_msi_msg *msg,
-                       uint32_t *gsi)
+int aiol_vmm_msi_route_set(aiol_vmm_msi_table *t, const aiol_vmm_msi_msg *msg,
+                           uint32_t *gsi)
 {
     uint32_t g;
     route *r;
@@ -244,8 +244,8 @@ int aiol_msi_table_add(aiol_msi_table *t, const aiol_msi_msg *msg,
     return 0;
 }
 
-int aiol_msi_table_update(aiol_msi_table *t, uint32_t gsi,
-                          const aiol_msi_msg *msg)
+int aiol_vmm_msi_msg_set(aiol_vmm_msi_table *t, uint32_t gsi,
+                         const aiol_vmm_msi_msg *msg)
 {
     route *r;
 
@@ -259,7 +259,7 @@ int aiol_msi_table_update(aiol_msi_table *t, uint32_t gsi,
     return 0;
 }
 
-int aiol_msi_table_remove(aiol_msi_table *t, uint32_t gsi)
+int aiol_vmm_msi_route_remove(aiol_vmm_msi_table *t, uint32_t gsi)
 {
     route *r;
 
@@ -278,7 +278,7 @@ int aiol_msi_table_remove(aiol_msi_table *t, uint32_t gsi)
     return 0;
 }
 
-int aiol_msi_table_set_irqfd(aiol_msi_table *t, uint32_t gsi, int fd)
+int aiol_vmm_msi_irqfd_set(aiol_vmm_msi_table *t, uint32_t gsi, int fd)
 {
     route *r;
 
@@ -296,7 +296,7 @@ int aiol_msi_table_set_irqfd(aiol_msi_table *t, uint32_t gsi, int fd)
 }
 
 /* Makes the slot want exactly what KVM holds. */
-static void revert_slot(aiol_msi_table *t, uint32_t gsi)
+static void revert_slot(aiol_vmm_msi_table *t, uint32_t gsi)
 {
     route *r = &t->r[gsi];
 
@@ -313,7 +313,7 @@ static void revert_slot(aiol_msi_table *t, uint32_t gsi)
     r->want_fd = r->have_fd;
 }
 
-void aiol_msi_table_revert(aiol_msi_table *t, uint32_t gsi)
+void aiol_vmm_msi_route_abort(aiol_vmm_msi_table *t, uint32_t gsi)
 {
     aiol__vmm_check(t != NULL, "table is NULL");
     if (gsi < t->limit) {
@@ -321,7 +321,7 @@ void aiol_msi_table_revert(aiol_msi_table *t, uint32_t gsi)
     }
 }
 
-void aiol_msi_table_discard(aiol_msi_table *t)
+void aiol_vmm_msi_table_abort(aiol_vmm_msi_table *t)
 {
     uint32_t g, next;
 
@@ -339,7 +339,7 @@ void aiol_msi_table_discard(aiol_msi_table *t)
     }
 }
 
-bool aiol_msi_table_dirty(const aiol_msi_table *t)
+bool aiol_vmm_msi_table_dirty_get(const aiol_vmm_msi_table *t)
 {
     if (fixed_differs(t)) {
         return true;
@@ -368,7 +368,7 @@ static int grow(struct kvm_irq_routing **p, size_t *cap, size_t n)
     return 0;
 }
 
-static void build_payload(aiol_msi_table *t)
+static void build_payload(aiol_vmm_msi_table *t)
 {
     struct kvm_irq_routing *p = t->payload;
     size_t n = t->nfixed_want;
@@ -391,7 +391,8 @@ static void build_payload(aiol_msi_table *t)
     p->nr = (uint32_t)n;
 }
 
-static int irqfd_ioctl(aiol_msi_table *t, int fd, uint32_t gsi, bool assign)
+static int irqfd_ioctl(aiol_vmm_msi_table *t, int fd, uint32_t gsi,
+                       bool assign)
 {
     struct kvm_irqfd a;
 
@@ -399,11 +400,11 @@ static int irqfd_ioctl(aiol_msi_table *t, int fd, uint32_t gsi, bool assign)
     a.fd = (uint32_t)fd;
     a.gsi = gsi;
     a.flags = assign ? 0 : KVM_IRQFD_FLAG_DEASSIGN;
-    return aiol__kvm_ioctl(&t->kvm, KVM_IRQFD, &a);
+    return aiol__vmm_kvm_ioctl(&t->kvm, KVM_IRQFD, &a);
 }
 
 /* KVM now holds the wanted routes (not necessarily the irqfds). */
-static void routes_accepted(aiol_msi_table *t)
+static void routes_accepted(aiol_vmm_msi_table *t)
 {
     size_t bytes = sizeof(*t->payload) +
                    t->payload->nr * sizeof(t->payload->entries[0]);
@@ -424,7 +425,7 @@ static void routes_accepted(aiol_msi_table *t)
 }
 
 /* Undoes a failed commit's steps (see the top of the file). */
-static void commit_undo(aiol_msi_table *t, bool routes_set)
+static void commit_undo(aiol_vmm_msi_table *t, bool routes_set)
 {
     uint32_t g;
 
@@ -438,7 +439,7 @@ static void commit_undo(aiol_msi_table *t, bool routes_set)
     }
     if (routes_set) {
         if (!t->have_image ||
-            aiol__kvm_ioctl(&t->kvm, KVM_SET_GSI_ROUTING, t->image) < 0) {
+            aiol__vmm_kvm_ioctl(&t->kvm, KVM_SET_GSI_ROUTING, t->image) < 0) {
             routes_accepted(t);  /* KVM keeps the new routes: say so */
         }
     }
@@ -454,7 +455,7 @@ static void commit_undo(aiol_msi_table *t, bool routes_set)
     }
 }
 
-int aiol_msi_table_commit(aiol_msi_table *t)
+int aiol_vmm_msi_table_commit(aiol_vmm_msi_table *t)
 {
     bool routes = fixed_differs(t), any = routes, routes_set = false;
     uint32_t g, next;
@@ -500,7 +501,7 @@ int aiol_msi_table_commit(aiol_msi_table *t)
     }
     /* 2. The routes, all at once. */
     if (routes) {
-        ret = aiol__kvm_ioctl(&t->kvm, KVM_SET_GSI_ROUTING, t->payload);
+        ret = aiol__vmm_kvm_ioctl(&t->kvm, KVM_SET_GSI_ROUTING, t->payload);
         if (ret < 0) {
             goto fail;
         }
@@ -537,8 +538,8 @@ fail:
     return ret;
 }
 
-int aiol_msi_table_get(const aiol_msi_table *t, uint32_t gsi, bool committed,
-                       aiol_msi_msg *msg)
+int aiol_vmm_msi_msg_get(const aiol_vmm_msi_table *t, uint32_t gsi,
+                         bool committed, aiol_vmm_msi_msg *msg)
 {
     const route *r = slot(t, gsi);
 
@@ -551,8 +552,8 @@ int aiol_msi_table_get(const aiol_msi_table *t, uint32_t gsi, bool committed,
     return 0;
 }
 
-int aiol_msi_table_irqfd(const aiol_msi_table *t, uint32_t gsi,
-                         bool committed)
+int aiol_vmm_msi_irqfd_get(const aiol_vmm_msi_table *t, uint32_t gsi,
+                           bool committed)
 {
     const route *r = slot(t, gsi);
 
@@ -562,12 +563,12 @@ int aiol_msi_table_irqfd(const aiol_msi_table *t, uint32_t gsi,
     return committed ? r->have_fd : r->want_fd;
 }
 
-size_t aiol_msi_table_count(const aiol_msi_table *t)
+size_t aiol_vmm_msi_table_count_get(const aiol_vmm_msi_table *t)
 {
     return t->ndense;
 }
 
-uint32_t aiol_msi_table_limit(const aiol_msi_table *t)
+uint32_t aiol_vmm_msi_table_limit_get(const aiol_vmm_msi_table *t)
 {
     return t->limit;
 }

@@ -5,7 +5,7 @@
  *
  * The eventfd is made the first time the queue gets a vector and kept
  * while the vector comes and goes (a driver may set and clear it around
- * a reset); only aiol_vring_call_release() closes it, once the table no
+ * a reset); only aiol_vmm_callfd_free() closes it, once the table no
  * longer has it attached, wanted or committed.
  */
 #ifndef _GNU_SOURCE
@@ -18,38 +18,38 @@
 #include "internal.h"
 
 /* Detaches vc's eventfd from its GSI if it is still wanted there. */
-static void unbind(aiol_msi_table *t, aiol_vring_call *vc)
+static void unbind(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc)
 {
-    if (vc->bound && aiol_msi_table_irqfd(t, vc->gsi, false) == vc->efd) {
-        (void)aiol_msi_table_set_irqfd(t, vc->gsi, -1);
+    if (vc->bound && aiol_vmm_msi_irqfd_get(t, vc->gsi, false) == vc->efd) {
+        (void)aiol_vmm_msi_irqfd_set(t, vc->gsi, -1);
     }
     vc->bound = false;
 }
 
-int aiol_vring_call_set_vector(aiol_msi_table *t, aiol_vring_call *vc,
-                               uint16_t vector, uint32_t gsi)
+int aiol_vmm_callfd_set(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc,
+                        uint16_t vector, uint32_t gsi)
 {
     bool made = false;
     int r;
 
     aiol__vmm_check(t != NULL && vc != NULL, "NULL argument");
-    if (vector == AIOL_VIRTIO_NO_VECTOR) {
+    if (vector == AIOL_VMM_NO_VECTOR) {
         unbind(t, vc);
         return 0;
     }
     if (vc->bound && vc->gsi == gsi &&
-        aiol_msi_table_irqfd(t, gsi, false) == vc->efd) {
+        aiol_vmm_msi_irqfd_get(t, gsi, false) == vc->efd) {
         return 0;  /* unchanged */
     }
     if (vc->efd < 0) {
-        r = aiol__eventfd_new();
+        r = aiol__vmm_eventfd_new();
         if (r < 0) {
             return r;
         }
         vc->efd = r;
         made = true;
     }
-    r = aiol_msi_table_set_irqfd(t, gsi, vc->efd);
+    r = aiol_vmm_msi_irqfd_set(t, gsi, vc->efd);
     if (r < 0) {
         if (made) {
             close(vc->efd);
@@ -58,29 +58,29 @@ int aiol_vring_call_set_vector(aiol_msi_table *t, aiol_vring_call *vc,
         return r;
     }
     if (vc->bound && vc->gsi != gsi &&
-        aiol_msi_table_irqfd(t, vc->gsi, false) == vc->efd) {
-        (void)aiol_msi_table_set_irqfd(t, vc->gsi, -1);
+        aiol_vmm_msi_irqfd_get(t, vc->gsi, false) == vc->efd) {
+        (void)aiol_vmm_msi_irqfd_set(t, vc->gsi, -1);
     }
     vc->gsi = gsi;
     vc->bound = true;
     return 0;
 }
 
-int aiol_vring_call_fd(const aiol_vring_call *vc)
+int aiol_vmm_callfd_get(const aiol_vmm_callfd *vc)
 {
     return vc->bound ? vc->efd : -1;
 }
 
-void aiol_vring_call_release(aiol_msi_table *t, aiol_vring_call *vc)
+void aiol_vmm_callfd_free(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc)
 {
     aiol__vmm_check(t != NULL && vc != NULL, "NULL argument");
     if (vc->efd < 0) {
         return;
     }
     aiol__vmm_check(!vc->bound, "queue still has a vector: "
-                                "set AIOL_VIRTIO_NO_VECTOR and commit first");
-    aiol__vmm_check(aiol_msi_table_irqfd(t, vc->gsi, false) != vc->efd &&
-                    aiol_msi_table_irqfd(t, vc->gsi, true) != vc->efd,
+                                "set AIOL_VMM_NO_VECTOR and commit first");
+    aiol__vmm_check(aiol_vmm_msi_irqfd_get(t, vc->gsi, false) != vc->efd &&
+                    aiol_vmm_msi_irqfd_get(t, vc->gsi, true) != vc->efd,
                     "call eventfd still attached: commit the detach first");
     close(vc->efd);
     vc->efd = -1;

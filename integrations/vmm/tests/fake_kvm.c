@@ -44,7 +44,7 @@ struct fake_kvm {
     fk_irqfd irqfd[MAX_IRQFD];
     size_t nirqfd;
     bool msi_on[MAX_ROUTES];
-    aiol_msi_msg msi[MAX_ROUTES];
+    aiol_vmm_msi_msg msi[MAX_ROUTES];
     size_t nroutes;       /* entries of the last table, any type */
     fk_delivery deliv[MAX_DELIV];
     size_t ndeliv;
@@ -201,7 +201,7 @@ static int do_routing(fake_kvm *fk, const struct kvm_irq_routing *rt)
 
         if (e->type == KVM_IRQ_ROUTING_MSI) {
             fk->msi_on[e->gsi] = true;
-            fk->msi[e->gsi] = (aiol_msi_msg){ e->u.msi.address_lo,
+            fk->msi[e->gsi] = (aiol_vmm_msi_msg){ e->u.msi.address_lo,
                                               e->u.msi.address_hi,
                                               e->u.msi.data };
         }
@@ -280,7 +280,7 @@ static int fk_ioctl(void *opaque, int fd, unsigned long request, void *arg)
     return r;
 }
 
-static const aiol_kvm_ops fk_ops = { .ioctl = fk_ioctl };
+static const aiol_vmm_kvm_ops fk_ops = { .ioctl = fk_ioctl };
 
 fake_kvm *fk_new(void)
 {
@@ -304,9 +304,9 @@ void fk_free(fake_kvm *fk)
     }
 }
 
-aiol_kvm fk_kvm(fake_kvm *fk)
+aiol_vmm_kvm fk_kvm(fake_kvm *fk)
 {
-    return (aiol_kvm){ .ops = &fk_ops, .opaque = fk, .vm_fd = FAKE_VM_FD };
+    return (aiol_vmm_kvm){ .ops = &fk_ops, .opaque = fk, .vm_fd = FAKE_VM_FD };
 }
 
 void fk_set_route_limit(fake_kvm *fk, uint32_t limit)
@@ -401,7 +401,7 @@ int fk_pump(fake_kvm *fk)
 
             d->gsi = g;
             d->routed = g < MAX_ROUTES && fk->msi_on[g];
-            d->msg = d->routed ? fk->msi[g] : (aiol_msi_msg){ 0, 0, 0 };
+            d->msg = d->routed ? fk->msi[g] : (aiol_vmm_msi_msg){ 0, 0, 0 };
             n++;
         }
     }
@@ -439,7 +439,7 @@ size_t fk_ioeventfd_count(fake_kvm *fk)
     return n;
 }
 
-bool fk_ioeventfd_has(fake_kvm *fk, int fd, const aiol_ioev_match *m)
+bool fk_ioeventfd_has(fake_kvm *fk, int fd, const aiol_vmm_ioev_match *m)
 {
     bool found = false;
 
@@ -487,7 +487,7 @@ size_t fk_route_count(fake_kvm *fk)
     return n;
 }
 
-bool fk_route(fake_kvm *fk, uint32_t gsi, aiol_msi_msg *msg)
+bool fk_route(fake_kvm *fk, uint32_t gsi, aiol_vmm_msi_msg *msg)
 {
     bool on;
 

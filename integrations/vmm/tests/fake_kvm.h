@@ -1,6 +1,6 @@
 /*
  * fake_kvm.h - a model of the KVM VM ioctls the VMM library uses, behind
- * an aiol_kvm_ops table, for tests on machines with or without /dev/kvm.
+ * an aiol_vmm_kvm_ops table, for tests on machines with or without /dev/kvm.
  *
  * What it models (as Linux 6.x does; see the real-KVM test for checks of
  * the same rules against the kernel):
@@ -59,16 +59,16 @@ typedef struct fake_kvm fake_kvm;
 /** One MSI the fake "delivered" when an irqfd fired. */
 typedef struct fk_delivery {
     uint32_t gsi;
-    bool routed;      /* false: no route at that GSI, nothing injected */
-    aiol_msi_msg msg; /* the route's message at the time of delivery */
+    bool routed;          /* false: no route at that GSI, nothing injected */
+    aiol_vmm_msi_msg msg; /* the route's message at the time of delivery */
 } fk_delivery;
 
 /* A fresh fake VM (aborts if it cannot allocate: test infrastructure). */
 fake_kvm *fk_new(void);
 void fk_free(fake_kvm *fk);
 
-/* The aiol_kvm that reaches this fake. */
-aiol_kvm fk_kvm(fake_kvm *fk);
+/* The aiol_vmm_kvm that reaches this fake. */
+aiol_vmm_kvm fk_kvm(fake_kvm *fk);
 
 /* The route limit it reports and enforces (default 4096). */
 void fk_set_route_limit(fake_kvm *fk, uint32_t limit);
@@ -98,11 +98,11 @@ void fk_clear_deliveries(fake_kvm *fk);
 
 /* State, as KVM would hold it. */
 size_t fk_ioeventfd_count(fake_kvm *fk);
-bool fk_ioeventfd_has(fake_kvm *fk, int fd, const aiol_ioev_match *m);
+bool fk_ioeventfd_has(fake_kvm *fk, int fd, const aiol_vmm_ioev_match *m);
 size_t fk_irqfd_count(fake_kvm *fk);
 bool fk_irqfd_has(fake_kvm *fk, int fd, uint32_t gsi);
 size_t fk_route_count(fake_kvm *fk);
-bool fk_route(fake_kvm *fk, uint32_t gsi, aiol_msi_msg *msg);
+bool fk_route(fake_kvm *fk, uint32_t gsi, aiol_vmm_msi_msg *msg);
 /* Registrations whose fd is no longer an open eventfd (leaked in KVM). */
 size_t fk_stale_fds(fake_kvm *fk);
 

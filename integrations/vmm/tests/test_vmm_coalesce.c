@@ -25,9 +25,9 @@
 typedef struct fixture {
     aiol_loop *loop;
     fake_kvm *fk;
-    aiol_kvm kvm;
-    aiol_msi_table *t;
-    aiol_msi_coalescer *c;
+    aiol_vmm_kvm kvm;
+    aiol_vmm_msi_table *t;
+    aiol_vmm_msi_coalescer *c;
     uint32_t gsi[NV];
     int efd[NV];
     int done_calls;
@@ -43,17 +43,17 @@ static int setup(void **state)
     F.loop = tu_loop_new();
     F.fk = fk_new();
     F.kvm = fk_kvm(F.fk);
-    assert_int_equal(aiol_msi_table_new(&F.kvm, 0, &F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 0, &F.t), 0);
     for (int i = 0; i < NV; i++) {
-        aiol_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
+        aiol_vmm_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
 
         F.efd[i] = tu_eventfd();
-        assert_int_equal(aiol_msi_table_add(F.t, &m, &F.gsi[i]), 0);
-        assert_int_equal(aiol_msi_table_set_irqfd(F.t, F.gsi[i], F.efd[i]),
+        assert_int_equal(aiol_vmm_msi_route_set(F.t, &m, &F.gsi[i]), 0);
+        assert_int_equal(aiol_vmm_msi_irqfd_set(F.t, F.gsi[i], F.efd[i]),
                          0);
     }
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
-    assert_int_equal(aiol_msi_coalescer_new(F.loop, F.t, &F.c), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_new(F.loop, F.t, &F.c), 0);
     fk_reset_counts(F.fk);
     return 0;
 }
@@ -61,8 +61,8 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    aiol_msi_coalescer_free(F.c);
-    aiol_msi_table_free(F.t);
+    aiol_vmm_msi_coalescer_free(F.c);
+    aiol_vmm_msi_table_free(F.t);
     for (int i = 0; i < NV; i++) {
         close(F.efd[i]);
     }
@@ -80,10 +80,11 @@ static void on_done(void *opaque, int result)
 
 static void run_until_applied(uint64_t seq)
 {
-    for (int i = 0; i < 400 && aiol_msi_coalescer_applied(F.c) < seq; i++) {
+    for (int i = 0; i < 400 && aiol_vmm_msi_coalescer_applied_get(F.c) < seq;
+         i++) {
         aiol_loop_poll_deadline(F.loop, aiol_clock_now_ns() + 5000000);
     }
-    assert_true(aiol_msi_coalescer_applied(F.c) >= seq);
+    assert_true(aiol_vmm_msi_coalescer_applied_get(F.c) >= seq);
 }
 
 /* A burst over every route, three updates each: one commit, last wins. */
@@ -94,10 +95,10 @@ static void test_burst_one_commit_last_wins(void **state)
     (void)state;
     for (int round = 0; round < 3; round++) {
         for (int i = 0; i < NV; i++) {
-            aiol_msi_msg m = vt_msg((uint32_t)round, 0x40 + (uint32_t)i);
+            aiol_vmm_msi_msg m = vt_msg((uint32_t)round, 0x40 + (uint32_t)i);
 
-            assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[i], &m,
-                                                       NULL, NULL, &seq), 0);
+            assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[i], &m,
+                                                        NULL, NULL, &seq), 0);
         }
     }
     assert_int_equal(seq, 3 * NV);
@@ -105,9 +106,9 @@ static void test_burst_one_commit_last_wins(void **state)
     run_until_applied(seq);
     assert_int_equal(fk_count(F.fk, FK_SET_GSI_ROUTING), 1);
     assert_int_equal(fk_total(F.fk), 1); /* irqfds stay */
-    assert_int_equal(aiol_msi_coalescer_commits(F.c), 1);
+    assert_int_equal(aiol_vmm_msi_coalescer_commits_get(F.c), 1);
     for (int i = 0; i < NV; i++) {
-        aiol_msi_msg want = vt_msg(2, 0x40 + (uint32_t)i), got;
+        aiol_vmm_msi_msg want = vt_msg(2, 0x40 + (uint32_t)i), got;
 
         assert_true(fk_route(F.fk, F.gsi[i], &got));
         assert_memory_equal(&got, &want, sizeof(want));
@@ -124,18 +125,18 @@ static void test_burst_one_commit_last_wins(void **state)
 /* Every completion runs once with the result; ENOENT for no route. */
 static void test_completions(void **state)
 {
-    aiol_msi_msg m = vt_msg(1, 0x51);
+    aiol_vmm_msi_msg m = vt_msg(1, 0x51);
     uint64_t seq;
 
     (void)state;
-    assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[0], &m, on_done,
-                                               NULL, NULL), 0);
-    assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[0], &m, on_done,
-                                               NULL, NULL), 0);
-    assert_int_equal(aiol_msi_coalescer_update(F.c, 4000, &m, on_done, NULL,
-                                               &seq), 0);
-    assert_int_equal(aiol_msi_coalescer_update(F.c, 5000, &m, on_done, NULL,
-                                               NULL), -EINVAL);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[0], &m, on_done,
+                                                NULL, NULL), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[0], &m, on_done,
+                                                NULL, NULL), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, 4000, &m, on_done, NULL,
+                                                &seq), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, 5000, &m, on_done, NULL,
+                                                NULL), -EINVAL);
     run_until_applied(seq);
     assert_int_equal(F.done_calls, 3);
     assert_int_equal(F.done_results[0], 0);
@@ -148,27 +149,27 @@ static void test_completions(void **state)
  * keep their messages, and the next burst works. */
 static void test_error_reaches_waiter(void **state)
 {
-    aiol_msi_msg m = vt_msg(7, 0x70), old = vt_msg(0, 0x31), got;
+    aiol_vmm_msi_msg m = vt_msg(7, 0x70), old = vt_msg(0, 0x31), got;
     uint64_t seq;
 
     (void)state;
     fk_fail_at(F.fk, FK_SET_GSI_ROUTING, 1, ENOMEM);
-    assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[1], &m, on_done,
-                                               NULL, NULL), 0);
-    assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[2], &m, on_done,
-                                               NULL, &seq), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[1], &m, on_done,
+                                                NULL, NULL), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[2], &m, on_done,
+                                                NULL, &seq), 0);
     run_until_applied(seq);
     assert_int_equal(F.done_calls, 2);
     assert_int_equal(F.done_results[0], -ENOMEM);
     assert_int_equal(F.done_results[1], -ENOMEM);
     assert_true(fk_route(F.fk, F.gsi[1], &got));
     assert_memory_equal(&got, &old, sizeof(old));
-    assert_false(aiol_msi_table_dirty(F.t));
-    assert_int_equal(aiol_msi_table_get(F.t, F.gsi[1], false, &got), 0);
+    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_int_equal(aiol_vmm_msi_msg_get(F.t, F.gsi[1], false, &got), 0);
     assert_memory_equal(&got, &old, sizeof(old));
     /* Next burst succeeds. */
-    assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[1], &m, on_done,
-                                               NULL, &seq), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[1], &m, on_done,
+                                                NULL, &seq), 0);
     run_until_applied(seq);
     assert_int_equal(F.done_results[2], 0);
     assert_true(fk_route(F.fk, F.gsi[1], &got));
@@ -178,12 +179,12 @@ static void test_error_reaches_waiter(void **state)
 /* Updates queued when the coalescer goes away are cancelled. */
 static void test_free_cancels(void **state)
 {
-    aiol_msi_msg m = vt_msg(1, 0x51);
+    aiol_vmm_msi_msg m = vt_msg(1, 0x51);
 
     (void)state;
-    assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[0], &m, on_done,
-                                               NULL, NULL), 0);
-    aiol_msi_coalescer_free(F.c);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[0], &m, on_done,
+                                                NULL, NULL), 0);
+    aiol_vmm_msi_coalescer_free(F.c);
     F.c = NULL;
     assert_int_equal(F.done_calls, 1);
     assert_int_equal(F.done_results[0], -ECANCELED);
@@ -209,9 +210,9 @@ static void *worker_main(void *arg)
 
     for (int k = 0; k < PER_THREAD; k++) {
         uint32_t g = F.gsi[(w->id + NTHREADS * (k % (NV / NTHREADS))) % NV];
-        aiol_msi_msg m = vt_msg((uint32_t)w->id, (uint32_t)k), got;
+        aiol_vmm_msi_msg m = vt_msg((uint32_t)w->id, (uint32_t)k), got;
 
-        if (aiol_msi_coalescer_update_wait(F.c, g, &m) != 0) {
+        if (aiol_vmm_msi_coalescer_set_wait(F.c, g, &m) != 0) {
             w->failures++;
         }
         if (!fk_route(F.fk, g, &got) || got.data != m.data ||
@@ -245,25 +246,26 @@ static void test_cross_thread_waiters(void **state)
         assert_int_equal(w[i].failures, 0);
         assert_int_equal(w[i].stale, 0);
     }
-    commits = aiol_msi_coalescer_commits(F.c);
+    commits = aiol_vmm_msi_coalescer_commits_get(F.c);
     assert_true(commits >= 1 && commits <= NTHREADS * PER_THREAD);
     assert_int_equal((uint64_t)fk_count(F.fk, FK_SET_GSI_ROUTING) <= commits,
                      1);
-    assert_int_equal(aiol_msi_coalescer_applied(F.c), NTHREADS * PER_THREAD);
+    assert_int_equal(aiol_vmm_msi_coalescer_applied_get(F.c),
+                     NTHREADS * PER_THREAD);
     printf("%d waited updates from %d threads took %llu commits\n",
            NTHREADS * PER_THREAD, NTHREADS, (unsigned long long)commits);
 }
 
 static void wait_on_loop_thread(void *arg)
 {
-    aiol_msi_msg m = vt_msg(1, 0x51);
+    aiol_vmm_msi_msg m = vt_msg(1, 0x51);
     uint64_t seq;
 
     (void)arg;
-    assert_int_equal(aiol_msi_coalescer_update(F.c, F.gsi[0], &m, NULL,
-                                               NULL, &seq), 0);
+    assert_int_equal(aiol_vmm_msi_coalescer_set(F.c, F.gsi[0], &m, NULL,
+                                                NULL, &seq), 0);
     run_until_applied(seq);
-    aiol_msi_coalescer_update_wait(F.c, F.gsi[0], &m); /* must abort */
+    aiol_vmm_msi_coalescer_set_wait(F.c, F.gsi[0], &m); /* must abort */
 }
 
 static void test_wait_on_loop_thread_aborts(void **state)

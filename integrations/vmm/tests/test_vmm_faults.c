@@ -34,14 +34,14 @@
 typedef struct work {
     aiol_loop *loop;
     fake_kvm *fk;
-    aiol_kvm kvm;
-    aiol_ioev_set *set;
-    aiol_ioev *n[NQ];
+    aiol_vmm_kvm kvm;
+    aiol_vmm_ioev_group *set;
+    aiol_vmm_ioev *n[NQ];
     int kicks[NQ];
-    aiol_msi_table *t;
+    aiol_vmm_msi_table *t;
     uint32_t gsi[NQ];
-    aiol_vring_call vc[NQ];
-    aiol_msi_coalescer *c;
+    aiol_vmm_callfd vc[NQ];
+    aiol_vmm_msi_coalescer *c;
     int dones;
     long reported;  /* failures returned to the caller (then retried) */
     int inject;     /* errno the current sweep expects */
@@ -71,20 +71,21 @@ static void check_consistent(void)
     size_t reg = 0, fds = 0;
 
     for (int i = 0; i < NQ && W.set != NULL; i++) {
-        aiol_ioev_match m;
+        aiol_vmm_ioev_match m;
 
-        if (W.n[i] != NULL && aiol_ioev_registered(W.n[i], &m)) {
-            assert_true(fk_ioeventfd_has(W.fk, aiol_ioev_fd(W.n[i]), &m));
+        if (W.n[i] != NULL && aiol_vmm_ioev_match_get(W.n[i], &m)) {
+            assert_true(fk_ioeventfd_has(W.fk, aiol_vmm_ioev_fd_get(W.n[i]),
+                                         &m));
             reg++;
         }
     }
     assert_int_equal(fk_ioeventfd_count(W.fk), reg);
     if (W.t != NULL) {
-        for (uint32_t g = 0; g < aiol_msi_table_limit(W.t); g++) {
-            aiol_msi_msg have, kvm;
-            int fd = aiol_msi_table_irqfd(W.t, g, true);
+        for (uint32_t g = 0; g < aiol_vmm_msi_table_limit_get(W.t); g++) {
+            aiol_vmm_msi_msg have, kvm;
+            int fd = aiol_vmm_msi_irqfd_get(W.t, g, true);
 
-            if (aiol_msi_table_get(W.t, g, true, &have) == 0) {
+            if (aiol_vmm_msi_msg_get(W.t, g, true, &have) == 0) {
                 assert_true(fk_route(W.fk, g, &kvm));
                 assert_memory_equal(&have, &kvm, sizeof(have));
             }
@@ -116,16 +117,16 @@ static void check_consistent(void)
 
 static int add_route(int i)
 {
-    aiol_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
+    aiol_vmm_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
 
-    return aiol_msi_table_add(W.t, &m, &W.gsi[i]);
+    return aiol_vmm_msi_route_set(W.t, &m, &W.gsi[i]);
 }
 
 static int add_notifier(int i)
 {
-    aiol_ioev_match m = vt_mmio(BASE, (uint64_t)i);
+    aiol_vmm_ioev_match m = vt_mmio(BASE, (uint64_t)i);
 
-    return aiol_ioev_add(W.n[i], &m);
+    return aiol_vmm_ioev_set(W.n[i], &m);
 }
 
 static void workload(void)
@@ -133,39 +134,39 @@ static void workload(void)
     struct kvm_irq_routing_entry pin;
     uint64_t seq = 0;
 
-    TRY(aiol_ioev_set_new(W.loop, &W.kvm, &W.set));
+    TRY(aiol_vmm_ioev_group_new(W.loop, &W.kvm, &W.set));
     for (int i = 0; i < NQ; i++) {
-        TRY(aiol_ioev_new(W.set, on_kick, (void *)(intptr_t)i, &W.n[i]));
+        TRY(aiol_vmm_ioev_new(W.set, on_kick, (void *)(intptr_t)i, &W.n[i]));
     }
-    aiol_ioev_txn_begin(W.set);
+    aiol_vmm_ioev_txn_begin(W.set);
     for (int i = 0; i < NQ; i++) {
         TRY(add_notifier(i));
     }
-    TRY(aiol_ioev_txn_commit(W.set));
+    TRY(aiol_vmm_ioev_txn_commit(W.set));
     check_consistent();
 
-    TRY(aiol_msi_table_new(&W.kvm, 24, &W.t));
+    TRY(aiol_vmm_msi_table_new(&W.kvm, 24, &W.t));
     memset(&pin, 0, sizeof(pin));
     pin.type = KVM_IRQ_ROUTING_IRQCHIP;
     pin.u.irqchip.irqchip = 2;
-    TRY(aiol_msi_table_set_fixed(W.t, &pin, 1));
+    TRY(aiol_vmm_msi_fixed_set(W.t, &pin, 1));
     for (int i = 0; i < NQ; i++) {
         TRY(add_route(i));
-        W.vc[i] = (aiol_vring_call)AIOL_VRING_CALL_INIT;
-        TRY(aiol_vring_call_set_vector(W.t, &W.vc[i],
-                                       i % 4 == 3 ? AIOL_VIRTIO_NO_VECTOR
+        W.vc[i] = (aiol_vmm_callfd)AIOL_VMM_CALLFD_INIT;
+        TRY(aiol_vmm_callfd_set(W.t, &W.vc[i],
+                                i % 4 == 3 ? AIOL_VMM_NO_VECTOR
                                                   : (uint16_t)i,
                                        W.gsi[i]));
     }
-    TRY(aiol_msi_table_commit(W.t));
+    TRY(aiol_vmm_msi_table_commit(W.t));
     check_consistent();
 
-    TRY(aiol_msi_coalescer_new(W.loop, W.t, &W.c));
+    TRY(aiol_vmm_msi_coalescer_new(W.loop, W.t, &W.c));
     for (int i = 0; i < NQ; i++) {
-        aiol_msi_msg m = vt_msg(1, 0x60 + (uint32_t)i);
+        aiol_vmm_msi_msg m = vt_msg(1, 0x60 + (uint32_t)i);
 
-        TRY(aiol_msi_coalescer_update(W.c, W.gsi[i], &m, on_done, NULL,
-                                      &seq));
+        TRY(aiol_vmm_msi_coalescer_set(W.c, W.gsi[i], &m, on_done, NULL,
+                                       &seq));
     }
     for (int i = 0; i < 400 && W.dones < NQ; i++) {
         aiol_loop_poll_deadline(W.loop, aiol_clock_now_ns() + 5000000);
@@ -196,7 +197,7 @@ static void workload_check(bool ioctl_sweep)
         /* An injected commit error is what the done callbacks see in the
          * ioctl sweep; allocation failures never reach a commit. */
         for (int i = 0; i < NQ; i++) {
-            aiol_msi_msg want = vt_msg(1, 0x60 + (uint32_t)i), got;
+            aiol_vmm_msi_msg want = vt_msg(1, 0x60 + (uint32_t)i), got;
 
             assert_true(fk_route(W.fk, W.gsi[i], &got));
             assert_memory_equal(&got, &want, sizeof(want));
@@ -208,26 +209,26 @@ static void workload_check(bool ioctl_sweep)
 
 static void workload_teardown(void)
 {
-    aiol_msi_coalescer_free(W.c);
+    aiol_vmm_msi_coalescer_free(W.c);
     W.c = NULL;
     for (int i = 0; i < NQ; i++) {
-        (void)aiol_vring_call_set_vector(W.t, &W.vc[i], AIOL_VIRTIO_NO_VECTOR,
-                                         0);
+        (void)aiol_vmm_callfd_set(W.t, &W.vc[i], AIOL_VMM_NO_VECTOR,
+                                  0);
     }
-    assert_int_equal(aiol_msi_table_commit(W.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(W.t), 0);
     for (int i = 0; i < NQ; i++) {
-        aiol_vring_call_release(W.t, &W.vc[i]);
+        aiol_vmm_callfd_free(W.t, &W.vc[i]);
     }
-    aiol_msi_table_free(W.t);
-    aiol_ioev_txn_begin(W.set);
+    aiol_vmm_msi_table_free(W.t);
+    aiol_vmm_ioev_txn_begin(W.set);
     for (int i = 0; i < NQ; i++) {
-        assert_int_equal(aiol_ioev_del(W.n[i]), 0);
+        assert_int_equal(aiol_vmm_ioev_remove(W.n[i]), 0);
     }
-    assert_int_equal(aiol_ioev_txn_commit(W.set), 0);
+    assert_int_equal(aiol_vmm_ioev_txn_commit(W.set), 0);
     for (int i = 0; i < NQ; i++) {
-        aiol_ioev_free(W.n[i]);
+        aiol_vmm_ioev_free(W.n[i]);
     }
-    aiol_ioev_set_free(W.set);
+    aiol_vmm_ioev_group_free(W.set);
     assert_int_equal(fk_ioeventfd_count(W.fk), 0);
     assert_int_equal(fk_irqfd_count(W.fk), 0);
     assert_int_equal(fk_stale_fds(W.fk), 0);

@@ -20,8 +20,8 @@
 
 typedef struct fixture {
     fake_kvm *fk;
-    aiol_kvm kvm;
-    aiol_msi_table *t;
+    aiol_vmm_kvm kvm;
+    aiol_vmm_msi_table *t;
     uint32_t gsi[NV];
     int efd[NV];
 } fixture;
@@ -34,8 +34,8 @@ static int setup(void **state)
     memset(&F, 0, sizeof(F));
     F.fk = fk_new();
     F.kvm = fk_kvm(F.fk);
-    assert_int_equal(aiol_msi_table_new(&F.kvm, 0, &F.t), 0);
-    assert_int_equal(aiol_msi_table_limit(F.t), 4096);
+    assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 0, &F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_limit_get(F.t), 4096);
     for (int i = 0; i < NV; i++) {
         F.efd[i] = tu_eventfd();
     }
@@ -46,7 +46,7 @@ static int setup(void **state)
 static int teardown(void **state)
 {
     (void)state;
-    aiol_msi_table_free(F.t);
+    aiol_vmm_msi_table_free(F.t);
     assert_int_equal(fk_irqfd_count(F.fk), 0);
     for (int i = 0; i < NV; i++) {
         close(F.efd[i]);
@@ -60,11 +60,11 @@ static void assert_consistent(void)
 {
     size_t routes = 0, irqfds = 0;
 
-    for (uint32_t g = 0; g < aiol_msi_table_limit(F.t); g++) {
-        aiol_msi_msg have, kvm;
-        int fd = aiol_msi_table_irqfd(F.t, g, true);
+    for (uint32_t g = 0; g < aiol_vmm_msi_table_limit_get(F.t); g++) {
+        aiol_vmm_msi_msg have, kvm;
+        int fd = aiol_vmm_msi_irqfd_get(F.t, g, true);
 
-        if (aiol_msi_table_get(F.t, g, true, &have) == 0) {
+        if (aiol_vmm_msi_msg_get(F.t, g, true, &have) == 0) {
             assert_true(fk_route(F.fk, g, &kvm));
             assert_memory_equal(&have, &kvm, sizeof(have));
             routes++;
@@ -83,18 +83,18 @@ static void assert_consistent(void)
 static void add_all(bool irqfds)
 {
     for (int i = 0; i < NV; i++) {
-        aiol_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
+        aiol_vmm_msi_msg m = vt_msg(0, 0x30 + (uint32_t)i);
 
-        assert_int_equal(aiol_msi_table_add(F.t, &m, &F.gsi[i]), 0);
+        assert_int_equal(aiol_vmm_msi_route_set(F.t, &m, &F.gsi[i]), 0);
         assert_int_equal(F.gsi[i], (uint32_t)i);
         if (irqfds) {
-            assert_int_equal(aiol_msi_table_set_irqfd(F.t, F.gsi[i],
-                                                      F.efd[i]), 0);
+            assert_int_equal(aiol_vmm_msi_irqfd_set(F.t, F.gsi[i],
+                                                    F.efd[i]), 0);
         }
     }
     assert_int_equal(fk_total(F.fk), 0);
-    assert_true(aiol_msi_table_dirty(F.t));
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_true(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
 }
 
 /* N routes with irqfds: one KVM_SET_GSI_ROUTING, then N KVM_IRQFD. */
@@ -112,43 +112,43 @@ static void test_batch_one_commit(void **state)
     assert_int_equal(n, NV + 1);
     assert_int_equal(log[0], FK_SET_GSI_ROUTING); /* routes first */
     assert_int_equal(fk_route_count(F.fk), NV);
-    assert_false(aiol_msi_table_dirty(F.t));
+    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
     assert_consistent();
 }
 
 /* An unchanged table, or changes that cancel out, commit nothing. */
 static void test_unchanged_commits_nothing(void **state)
 {
-    aiol_msi_msg a = vt_msg(0, 0x30), b = vt_msg(1, 0x99);
+    aiol_vmm_msi_msg a = vt_msg(0, 0x30), b = vt_msg(1, 0x99);
 
     (void)state;
     add_all(true);
     fk_reset_counts(F.fk);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
-    assert_int_equal(aiol_msi_table_update(F.t, F.gsi[0], &a), 0); /* same */
-    assert_int_equal(aiol_msi_table_set_irqfd(F.t, F.gsi[1], F.efd[1]), 0);
-    assert_false(aiol_msi_table_dirty(F.t));
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
-    assert_int_equal(aiol_msi_table_update(F.t, F.gsi[0], &b), 0);
-    assert_true(aiol_msi_table_dirty(F.t));
-    assert_int_equal(aiol_msi_table_update(F.t, F.gsi[0], &a), 0); /* back */
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[0], &a), 0); /* same */
+    assert_int_equal(aiol_vmm_msi_irqfd_set(F.t, F.gsi[1], F.efd[1]), 0);
+    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[0], &b), 0);
+    assert_true(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[0], &a), 0); /* back */
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_total(F.fk), 0);
 }
 
 /* A message change keeps the irqfd: one route commit, no KVM_IRQFD. */
 static void test_update_keeps_irqfd(void **state)
 {
-    aiol_msi_msg b = vt_msg(3, 0x41);
-    aiol_msi_msg got;
+    aiol_vmm_msi_msg b = vt_msg(3, 0x41);
+    aiol_vmm_msi_msg got;
 
     (void)state;
     add_all(true);
     fk_reset_counts(F.fk);
     for (int i = 0; i < NV; i++) {
-        assert_int_equal(aiol_msi_table_update(F.t, F.gsi[i], &b), 0);
+        assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[i], &b), 0);
     }
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_count(F.fk, FK_SET_GSI_ROUTING), 1);
     assert_int_equal(fk_total(F.fk), 1);
     assert_true(fk_route(F.fk, F.gsi[7], &got));
@@ -164,70 +164,70 @@ static void test_remove_detaches_first(void **state)
     (void)state;
     add_all(true);
     fk_reset_counts(F.fk);
-    assert_int_equal(aiol_msi_table_remove(F.t, F.gsi[5]), 0);
-    assert_int_equal(aiol_msi_table_remove(F.t, F.gsi[5]), -ENOENT);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_route_remove(F.t, F.gsi[5]), 0);
+    assert_int_equal(aiol_vmm_msi_route_remove(F.t, F.gsi[5]), -ENOENT);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_log(F.fk, log, 8), 2);
     assert_int_equal(log[0], FK_IRQFD_DEASSIGN);
     assert_int_equal(log[1], FK_SET_GSI_ROUTING);
     assert_false(fk_route(F.fk, F.gsi[5], NULL));
     assert_false(fk_irqfd_has(F.fk, F.efd[5], F.gsi[5]));
-    assert_int_equal(aiol_msi_table_count(F.t), NV - 1);
+    assert_int_equal(aiol_vmm_msi_table_count_get(F.t), NV - 1);
     assert_consistent();
     /* The GSI is reused by the next add. */
-    aiol_msi_msg m = vt_msg(0, 0x77);
+    aiol_vmm_msi_msg m = vt_msg(0, 0x77);
     uint32_t g;
-    assert_int_equal(aiol_msi_table_add(F.t, &m, &g), 0);
+    assert_int_equal(aiol_vmm_msi_route_set(F.t, &m, &g), 0);
     assert_int_equal(g, F.gsi[5]);
 }
 
 /* The limit: -ENOSPC before any call, the batch stays committable. */
 static void test_limit_enospc(void **state)
 {
-    aiol_msi_msg m = vt_msg(0, 0x50);
+    aiol_vmm_msi_msg m = vt_msg(0, 0x50);
     struct kvm_irq_routing_entry pin;
     uint32_t g;
 
     (void)state;
     for (uint32_t i = 0; i < 4096; i++) {
-        assert_int_equal(aiol_msi_table_add(F.t, &m, &g), 0);
+        assert_int_equal(aiol_vmm_msi_route_set(F.t, &m, &g), 0);
         assert_int_equal(g, i);
     }
-    assert_int_equal(aiol_msi_table_add(F.t, &m, &g), -ENOSPC);
+    assert_int_equal(aiol_vmm_msi_route_set(F.t, &m, &g), -ENOSPC);
     memset(&pin, 0, sizeof(pin));
     pin.type = KVM_IRQ_ROUTING_IRQCHIP;
-    assert_int_equal(aiol_msi_table_set_fixed(F.t, &pin, 1), -ENOSPC);
-    assert_int_equal(aiol_msi_table_count(F.t), 4096);
+    assert_int_equal(aiol_vmm_msi_fixed_set(F.t, &pin, 1), -ENOSPC);
+    assert_int_equal(aiol_vmm_msi_table_count_get(F.t), 4096);
     assert_int_equal(fk_total(F.fk), 0);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_count(F.fk, FK_SET_GSI_ROUTING), 1);
     assert_int_equal(fk_route_count(F.fk), 4096);
     /* Make room, and the fixed entry fits. */
-    assert_int_equal(aiol_msi_table_remove(F.t, 4095), 0);
-    assert_int_equal(aiol_msi_table_set_fixed(F.t, &pin, 1), 0);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_route_remove(F.t, 4095), 0);
+    assert_int_equal(aiol_vmm_msi_fixed_set(F.t, &pin, 1), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_route_count(F.fk), 4096);
 }
 
 /* A smaller limit reported by KVM is the table's limit. */
 static void test_reported_limit(void **state)
 {
-    aiol_msi_table *t;
-    aiol_msi_msg m = vt_msg(0, 0x50);
+    aiol_vmm_msi_table *t;
+    aiol_vmm_msi_msg m = vt_msg(0, 0x50);
     uint32_t g;
 
     (void)state;
     fk_set_route_limit(F.fk, 40);
-    assert_int_equal(aiol_msi_table_new(&F.kvm, 24, &t), 0);
-    assert_int_equal(aiol_msi_table_limit(t), 40);
+    assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 24, &t), 0);
+    assert_int_equal(aiol_vmm_msi_table_limit_get(t), 40);
     for (int i = 0; i < 16; i++) {
-        assert_int_equal(aiol_msi_table_add(t, &m, &g), 0);
+        assert_int_equal(aiol_vmm_msi_route_set(t, &m, &g), 0);
         assert_int_equal(g, 24 + (uint32_t)i);
     }
-    assert_int_equal(aiol_msi_table_add(t, &m, &g), -ENOSPC);
-    assert_int_equal(aiol_msi_table_commit(t), 0);
-    aiol_msi_table_free(t);
-    assert_int_equal(aiol_msi_table_new(&F.kvm, 40, &t), -EINVAL);
+    assert_int_equal(aiol_vmm_msi_route_set(t, &m, &g), -ENOSPC);
+    assert_int_equal(aiol_vmm_msi_table_commit(t), 0);
+    aiol_vmm_msi_table_free(t);
+    assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 40, &t), -EINVAL);
 
     /* PIC and IOAPIC pins: 30 fixed entries leave room for 10 routes,
      * though 16 GSIs are free. */
@@ -239,20 +239,20 @@ static void test_reported_limit(void **state)
         pins[i].u.irqchip.irqchip = (uint32_t)(i % 2 ? 2 : 0);
         pins[i].u.irqchip.pin = (uint32_t)(i / 2);
     }
-    assert_int_equal(aiol_msi_table_new(&F.kvm, 24, &t), 0);
-    assert_int_equal(aiol_msi_table_set_fixed(t, pins, 30), 0);
+    assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 24, &t), 0);
+    assert_int_equal(aiol_vmm_msi_fixed_set(t, pins, 30), 0);
     for (int i = 0; i < 10; i++) {
-        assert_int_equal(aiol_msi_table_add(t, &m, &g), 0);
+        assert_int_equal(aiol_vmm_msi_route_set(t, &m, &g), 0);
     }
     fk_reset_counts(F.fk);
-    assert_int_equal(aiol_msi_table_add(t, &m, &g), -ENOSPC);
-    assert_int_equal(aiol_msi_table_count(t), 10);
-    assert_int_equal(aiol_msi_table_commit(t), 0);
+    assert_int_equal(aiol_vmm_msi_route_set(t, &m, &g), -ENOSPC);
+    assert_int_equal(aiol_vmm_msi_table_count_get(t), 10);
+    assert_int_equal(aiol_vmm_msi_table_commit(t), 0);
     assert_int_equal(fk_route_count(F.fk), 40);
-    aiol_msi_table_free(t);
+    aiol_vmm_msi_table_free(t);
 }
 
-static void deliver(int i, aiol_msi_msg *got, bool *routed)
+static void deliver(int i, aiol_vmm_msi_msg *got, bool *routed)
 {
     fk_delivery d[4];
 
@@ -268,7 +268,7 @@ static void deliver(int i, aiol_msi_msg *got, bool *routed)
 /* An irqfd delivers through the route KVM holds now. */
 static void test_msi_delivered_current_route(void **state)
 {
-    aiol_msi_msg a = vt_msg(0, 0x32), b = vt_msg(2, 0x60), got;
+    aiol_vmm_msi_msg a = vt_msg(0, 0x32), b = vt_msg(2, 0x60), got;
     bool routed;
 
     (void)state;
@@ -277,10 +277,10 @@ static void test_msi_delivered_current_route(void **state)
     assert_true(routed);
     assert_memory_equal(&got, &a, sizeof(a));
     /* Updated but not committed: KVM still delivers the old message. */
-    assert_int_equal(aiol_msi_table_update(F.t, F.gsi[2], &b), 0);
+    assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[2], &b), 0);
     deliver(2, &got, &routed);
     assert_memory_equal(&got, &a, sizeof(a));
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     deliver(2, &got, &routed);
     assert_memory_equal(&got, &b, sizeof(b));
 }
@@ -288,7 +288,7 @@ static void test_msi_delivered_current_route(void **state)
 /* A failing irqfd attach undoes the commit: routes and irqfds as before. */
 static void test_commit_failure_rolls_back(void **state)
 {
-    aiol_msi_msg a = vt_msg(0, 0x30), b = vt_msg(5, 0x90), got;
+    aiol_vmm_msi_msg a = vt_msg(0, 0x30), b = vt_msg(5, 0x90), got;
     int spare = tu_eventfd();
     uint32_t g;
 
@@ -296,25 +296,25 @@ static void test_commit_failure_rolls_back(void **state)
     add_all(true);
     fk_reset_counts(F.fk);
     /* Change route 0, move route 1's irqfd to a closed fd, add a route. */
-    assert_int_equal(aiol_msi_table_update(F.t, F.gsi[0], &b), 0);
-    assert_int_equal(aiol_msi_table_set_irqfd(F.t, F.gsi[1], spare), 0);
-    assert_int_equal(aiol_msi_table_add(F.t, &b, &g), 0);
+    assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[0], &b), 0);
+    assert_int_equal(aiol_vmm_msi_irqfd_set(F.t, F.gsi[1], spare), 0);
+    assert_int_equal(aiol_vmm_msi_route_set(F.t, &b, &g), 0);
     close(spare);
-    assert_int_equal(aiol_msi_table_commit(F.t), -EBADF);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), -EBADF);
     assert_true(fk_route(F.fk, F.gsi[0], &got));
     assert_memory_equal(&got, &a, sizeof(a)); /* the old table again */
     assert_false(fk_route(F.fk, g, NULL));
     assert_true(fk_irqfd_has(F.fk, F.efd[1], F.gsi[1])); /* re-attached */
-    assert_true(aiol_msi_table_dirty(F.t));
+    assert_true(aiol_vmm_msi_table_dirty_get(F.t));
     assert_consistent();
     /* Retry once the cause is gone. */
     vt_eventfd_at(spare);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_true(fk_route(F.fk, g, NULL));
     assert_true(fk_irqfd_has(F.fk, spare, F.gsi[1]));
     assert_consistent();
-    assert_int_equal(aiol_msi_table_set_irqfd(F.t, F.gsi[1], -1), 0);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_irqfd_set(F.t, F.gsi[1], -1), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     close(spare);
 }
 
@@ -323,31 +323,31 @@ static void test_routing_failure_reattaches(void **state)
 {
     (void)state;
     add_all(true);
-    assert_int_equal(aiol_msi_table_remove(F.t, F.gsi[3]), 0);
+    assert_int_equal(aiol_vmm_msi_route_remove(F.t, F.gsi[3]), 0);
     fk_fail_at(F.fk, FK_SET_GSI_ROUTING, 1, ENOMEM);
-    assert_int_equal(aiol_msi_table_commit(F.t), -ENOMEM);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), -ENOMEM);
     assert_true(fk_route(F.fk, F.gsi[3], NULL));
     assert_true(fk_irqfd_has(F.fk, F.efd[3], F.gsi[3]));
     assert_consistent();
-    aiol_msi_table_discard(F.t);
-    assert_false(aiol_msi_table_dirty(F.t));
-    assert_int_equal(aiol_msi_table_count(F.t), NV);
+    aiol_vmm_msi_table_abort(F.t);
+    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_int_equal(aiol_vmm_msi_table_count_get(F.t), NV);
 
     /* One eventfd for two routes: KVM says EBUSY; nothing changes. */
-    assert_int_equal(aiol_msi_table_set_irqfd(F.t, F.gsi[4], F.efd[5]), 0);
-    assert_int_equal(aiol_msi_table_commit(F.t), -EBUSY);
+    assert_int_equal(aiol_vmm_msi_irqfd_set(F.t, F.gsi[4], F.efd[5]), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), -EBUSY);
     assert_true(fk_irqfd_has(F.fk, F.efd[4], F.gsi[4]));
     assert_consistent();
-    aiol_msi_table_revert(F.t, F.gsi[4]);
-    assert_false(aiol_msi_table_dirty(F.t));
+    aiol_vmm_msi_route_abort(F.t, F.gsi[4]);
+    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
 }
 
 /* Fixed entries go ahead of the MSI routes in every commit. */
 static void test_fixed_entries(void **state)
 {
     struct kvm_irq_routing_entry pins[2];
-    aiol_msi_table *t;
-    aiol_msi_msg m = vt_msg(0, 0x40);
+    aiol_vmm_msi_table *t;
+    aiol_vmm_msi_msg m = vt_msg(0, 0x40);
     uint32_t g;
 
     (void)state;
@@ -358,88 +358,88 @@ static void test_fixed_entries(void **state)
         pins[i].u.irqchip.irqchip = 2; /* IOAPIC */
         pins[i].u.irqchip.pin = (uint32_t)i;
     }
-    assert_int_equal(aiol_msi_table_new(&F.kvm, 24, &t), 0);
-    assert_int_equal(aiol_msi_table_set_fixed(t, pins, 2), 0);
-    assert_int_equal(aiol_msi_table_add(t, &m, &g), 0);
+    assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 24, &t), 0);
+    assert_int_equal(aiol_vmm_msi_fixed_set(t, pins, 2), 0);
+    assert_int_equal(aiol_vmm_msi_route_set(t, &m, &g), 0);
     assert_int_equal(g, 24);
-    assert_int_equal(aiol_msi_table_commit(t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(t), 0);
     assert_int_equal(fk_route_count(F.fk), 3);
     fk_reset_counts(F.fk);
-    assert_int_equal(aiol_msi_table_set_fixed(t, pins, 2), 0); /* same */
-    assert_int_equal(aiol_msi_table_commit(t), 0);
+    assert_int_equal(aiol_vmm_msi_fixed_set(t, pins, 2), 0); /* same */
+    assert_int_equal(aiol_vmm_msi_table_commit(t), 0);
     assert_int_equal(fk_total(F.fk), 0);
-    assert_int_equal(aiol_msi_table_set_fixed(t, pins, 1), 0);
-    assert_int_equal(aiol_msi_table_commit(t), 0);
+    assert_int_equal(aiol_vmm_msi_fixed_set(t, pins, 1), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(t), 0);
     assert_int_equal(fk_route_count(F.fk), 2);
-    aiol_msi_table_free(t);
+    aiol_vmm_msi_table_free(t);
 }
 
 /* The call policy: no call eventfd or irqfd for a queue without a vector. */
 static void test_vring_call_policy(void **state)
 {
     enum { NQ = 6, NVEC = 4 };
-    aiol_vring_call vc[NQ];
+    aiol_vmm_callfd vc[NQ];
 
     (void)state;
     add_all(false);
     fk_reset_counts(F.fk);
     for (int q = 0; q < NQ; q++) {
-        vc[q] = (aiol_vring_call)AIOL_VRING_CALL_INIT;
-        uint16_t vec = q < NVEC ? (uint16_t)q : AIOL_VIRTIO_NO_VECTOR;
+        vc[q] = (aiol_vmm_callfd)AIOL_VMM_CALLFD_INIT;
+        uint16_t vec = q < NVEC ? (uint16_t)q : AIOL_VMM_NO_VECTOR;
 
-        assert_int_equal(aiol_vring_call_set_vector(F.t, &vc[q], vec,
-                                                    F.gsi[q]), 0);
+        assert_int_equal(aiol_vmm_callfd_set(F.t, &vc[q], vec,
+                                             F.gsi[q]), 0);
     }
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_count(F.fk, FK_IRQFD_ASSIGN), NVEC);
     assert_int_equal(fk_count(F.fk, FK_SET_GSI_ROUTING), 0);
     for (int q = 0; q < NQ; q++) {
         if (q < NVEC) {
-            assert_true(aiol_vring_call_fd(&vc[q]) >= 0);
-            assert_true(fk_irqfd_has(F.fk, aiol_vring_call_fd(&vc[q]),
+            assert_true(aiol_vmm_callfd_get(&vc[q]) >= 0);
+            assert_true(fk_irqfd_has(F.fk, aiol_vmm_callfd_get(&vc[q]),
                                      F.gsi[q]));
         } else {
-            assert_int_equal(aiol_vring_call_fd(&vc[q]), -1);
+            assert_int_equal(aiol_vmm_callfd_get(&vc[q]), -1);
             assert_int_equal(vc[q].efd, -1); /* not even made */
         }
     }
     /* Same vector again: nothing.  The driver clears queue 1's vector. */
     fk_reset_counts(F.fk);
-    assert_int_equal(aiol_vring_call_set_vector(F.t, &vc[0], 0, F.gsi[0]), 0);
-    assert_int_equal(aiol_vring_call_set_vector(F.t, &vc[1],
-                                                AIOL_VIRTIO_NO_VECTOR, 0), 0);
-    assert_int_equal(aiol_vring_call_fd(&vc[1]), -1);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_callfd_set(F.t, &vc[0], 0, F.gsi[0]), 0);
+    assert_int_equal(aiol_vmm_callfd_set(F.t, &vc[1],
+                                         AIOL_VMM_NO_VECTOR, 0), 0);
+    assert_int_equal(aiol_vmm_callfd_get(&vc[1]), -1);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_count(F.fk, FK_IRQFD_DEASSIGN), 1);
     assert_int_equal(fk_total(F.fk), 1);
     /* Queue 2 moves to another vector's route. */
-    assert_int_equal(aiol_vring_call_set_vector(F.t, &vc[2], 9, F.gsi[9]), 0);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_callfd_set(F.t, &vc[2], 9, F.gsi[9]), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_true(fk_irqfd_has(F.fk, vc[2].efd, F.gsi[9]));
     assert_false(fk_irqfd_has(F.fk, vc[2].efd, F.gsi[2]));
-    aiol_vring_call_release(F.t, &vc[1]);
+    aiol_vmm_callfd_free(F.t, &vc[1]);
     for (int q = 0; q < NQ; q++) {
-        assert_int_equal(aiol_vring_call_set_vector(F.t, &vc[q],
-                                                    AIOL_VIRTIO_NO_VECTOR,
-                                                    0), 0);
+        assert_int_equal(aiol_vmm_callfd_set(F.t, &vc[q],
+                                             AIOL_VMM_NO_VECTOR,
+                                             0), 0);
     }
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_irqfd_count(F.fk), 0);
     for (int q = 0; q < NQ; q++) {
-        aiol_vring_call_release(F.t, &vc[q]);
+        aiol_vmm_callfd_free(F.t, &vc[q]);
     }
     assert_consistent();
 }
 
 static void release_bound(void *arg)
 {
-    aiol_vring_call vc = AIOL_VRING_CALL_INIT;
+    aiol_vmm_callfd vc = AIOL_VMM_CALLFD_INIT;
 
     (void)arg;
     add_all(false);
-    assert_int_equal(aiol_vring_call_set_vector(F.t, &vc, 0, F.gsi[0]), 0);
-    assert_int_equal(aiol_msi_table_commit(F.t), 0);
-    aiol_vring_call_release(F.t, &vc); /* must abort */
+    assert_int_equal(aiol_vmm_callfd_set(F.t, &vc, 0, F.gsi[0]), 0);
+    assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
+    aiol_vmm_callfd_free(F.t, &vc); /* must abort */
 }
 
 static void test_vring_release_bound_aborts(void **state)

@@ -33,16 +33,16 @@ static inline void vt_eventfd_at(int fd)
 }
 
 /* x86 MSI: destination APIC @dest, vector @vec. */
-static inline aiol_msi_msg vt_msg(uint32_t dest, uint32_t vec)
+static inline aiol_vmm_msi_msg vt_msg(uint32_t dest, uint32_t vec)
 {
-    aiol_msi_msg m = { 0xfee00000u | (dest << 12), 0, vec };
+    aiol_vmm_msi_msg m = { 0xfee00000u | (dest << 12), 0, vec };
 
     return m;
 }
 
-static inline aiol_ioev_match vt_mmio(uint64_t addr, uint64_t data)
+static inline aiol_vmm_ioev_match vt_mmio(uint64_t addr, uint64_t data)
 {
-    aiol_ioev_match m = { .addr = addr, .len = 2, .pio = false,
+    aiol_vmm_ioev_match m = { .addr = addr, .len = 2, .pio = false,
                           .datamatch = true, .data = data };
 
     return m;
