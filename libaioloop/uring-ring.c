@@ -1,0 +1,180 @@
+/*
+ * uring-ring.c - the io_uring monitor's ring: creating it bound or
+ * shared, binding it to its polling thread, rebuilding it shared, and
+ * entering the kernel.
+ *
+ * Setup.  The ring starts "bound": SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG
+ * (6.1+), created disabled and enabled by the first thread that polls it,
+ * which becomes its only submitter.  DEFER_TASKRUN runs completion work
+ * only when we ask for events, in batches, which is what lets the ring
+ * keep up with epoll (docs/backend-io_uring.md has the measurements).  A loop
+ * may be polled by different threads over time, though (QEMU's main context
+ * is polled by whichever thread holds its lock); when another thread polls
+ * a bound ring, the ring is rebuilt "shared" (COOP_TASKRUN|TASKRUN_FLAG,
+ * 5.19+, or plain) and every watched fd is re-armed on it.  That needs no
+ * request of aioloop/uring.h in flight: those cannot move between rings.
+ * Kernels that refuse the bound flags get a shared ring from the start.
+ *
+ * The ring fd is registered (io_uring_register_ring_fd, 5.18+, one fd
+ * lookup less per io_uring_enter) for loops polled by one thread for life,
+ * the iothreads': a registration belongs to one thread and would pin the
+ * ring if the loop moved.
+ */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "uring-priv.h"
+
+#define RING_ENTRIES 1024
+
+static int ring_init(struct io_uring *ring, unsigned flags)
+{
+    struct io_uring_params p;
+
+    memset(&p, 0, sizeof(p));
+    p.flags = flags;
+    return io_uring_queue_init_params(RING_ENTRIES, ring, &p);
+}
+
+int aiol__uring_ring_create(aiol__uring_state *s, struct io_uring *ring,
+                            bool shared)
+{
+    static const unsigned shared_flags[] = {
+        IORING_SETUP_COOP_TASKRUN | IORING_SETUP_TASKRUN_FLAG,
+        0,
+    };
+    int ret = -EINVAL;
+
+    if (!shared) {
+        ret = ring_init(ring, IORING_SETUP_SINGLE_ISSUER |
+                                  IORING_SETUP_DEFER_TASKRUN |
+                                  IORING_SETUP_TASKRUN_FLAG |
+                                  IORING_SETUP_R_DISABLED);
+        if (ret != -EINVAL) {
+            s->shared = false;
+            return ret;
+        }
+    }
+    for (size_t i = 0; i < sizeof(shared_flags) / sizeof(*shared_flags);
+         i++) {
+        ret = ring_init(ring, shared_flags[i]);
+        if (ret != -EINVAL) {
+            break;
+        }
+    }
+    s->shared = true;
+    return ret;
+}
+
+struct io_uring_sqe *aiol__uring_sqe_get(aiol__uring_state *s)
+{
+    struct io_uring_sqe *sqe;
+
+    while ((sqe = io_uring_get_sqe(&s->ring)) == NULL) {
+        io_uring_submit(&s->ring); /* SQ full: push what we have */
+    }
+    return sqe;
+}
+
+int aiol__uring_ring_rebuild_shared(aiol_loop *loop, aiol__uring_state *s)
+{
+    struct io_uring fresh;
+    int ret;
+
+    if (s->npending != 0) {
+        return -EBUSY;
+    }
+    ret = aiol__uring_ring_create(s, &fresh, true);
+    if (ret < 0) {
+        s->shared = false; /* (set by the create, for the fresh ring) */
+        return ret;
+    }
+    io_uring_queue_exit(&s->ring); /* cancels the old ring's polls */
+    s->ring = fresh;
+    aiol__lock(loop);
+    aiol__uring_polls_rearm(loop, s);
+    aiol__unlock(loop);
+    return 0;
+}
+
+void aiol__uring_ring_bind(aiol_loop *loop, aiol__uring_state *s)
+{
+    uint64_t self = aiol__thread_id();
+
+    if (s->shared || (s->bound && s->owner == self)) {
+        return;
+    }
+    if (s->bound) {
+        int ret = aiol__uring_ring_rebuild_shared(loop, s);
+
+        aiol__check(ret != -EBUSY,
+                    "io_uring requests are in flight on a ring bound to "
+                    "another thread: complete them there before another "
+                    "thread polls or frees the loop");
+        aiol__check(ret == 0,
+                    "cannot create a shared io_uring ring for a new thread "
+                    "(out of fds or memory)");
+        return;
+    }
+    /* io_uring_enable_rings() is declared but not exported by liburing 2.3. */
+    aiol__check(io_uring_register((unsigned)s->ring.ring_fd,
+                                  IORING_REGISTER_ENABLE_RINGS, NULL, 0) == 0,
+                "cannot enable the io_uring ring");
+    s->owner = self;
+    s->bound = true;
+    if (loop->single_thread) {
+        s->registered = io_uring_register_ring_fd(&s->ring) == 1;
+    }
+}
+
+/*
+ * A look that enters the kernel only if something needs it: SQEs to
+ * submit, or completions the kernel holds as task work (a poll woken since
+ * our last entry: IORING_SQ_TASKRUN) or in its overflow list.  Posting
+ * those also makes the ring fd readable for a host that polls it without
+ * sleeping.  Polling thread.  0, or io_uring_submit_and_get_events()'s
+ * result.
+ */
+int aiol__uring_ring_look(aiol_loop *loop, aiol__uring_state *s)
+{
+    if (io_uring_sq_ready(&s->ring) == 0 &&
+        !(IO_URING_READ_ONCE(*s->ring.sq.kflags) &
+          (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
+        return 0;
+    }
+    loop->stats.monitor_waits++;
+    return io_uring_submit_and_get_events(&s->ring);
+}
+
+void aiol__uring_ring_close(aiol__uring_state *s)
+{
+    if (s->registered && s->owner == aiol__thread_id()) {
+        io_uring_unregister_ring_fd(&s->ring);
+    }
+    /* Closing the ring cancels every request still in flight. */
+    io_uring_queue_exit(&s->ring);
+}
+
+/*
+ * The ring is the parent's: bound to a parent thread (SINGLE_ISSUER; and
+ * this thread's aiol__thread_id() is the forking thread's, so
+ * aiol__uring_ring_bind() would think it the owner), its fd maybe
+ * registered in a parent thread's table, its SQ and CQ rings shared
+ * memory.  So no io_uring_enter or register (io_uring_queue_exit() may
+ * unregister the ring fd), and no write into the rings: unmap the child's
+ * view (what liburing 2.3's io_uring_queue_exit() unmaps; the ring is
+ * never SQE128) and close the child's copy of the fd.
+ */
+void aiol__uring_ring_forget(aiol__uring_state *s)
+{
+    struct io_uring *r = &s->ring;
+
+    munmap(r->sq.sqes, r->sq.ring_entries * sizeof(struct io_uring_sqe));
+    munmap(r->sq.ring_ptr, r->sq.ring_sz);
+    if (r->cq.ring_ptr != NULL && r->cq.ring_ptr != r->sq.ring_ptr) {
+        munmap(r->cq.ring_ptr, r->cq.ring_sz);
+    }
+    close(r->ring_fd);
+}
