@@ -6,7 +6,7 @@
  * on the loop's counters (bh_runs, iterations), never on elapsed time.
  * The single-threaded tests run twice: with thread-safe bottom halves and,
  * as "local_*", with local ones (aiol_bh_new_local()).
- * Blocking polls that must return carry a watchdog timer (tuplus.h), so a
+ * Blocking polls that must return carry a watchdog timer (loopwatch.h), so a
  * missed wakeup fails the test instead of hanging it.
  */
 #ifndef _GNU_SOURCE
@@ -30,7 +30,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 #define MAX_ORDER 256
 
@@ -128,7 +128,7 @@ static void cb_resched_then_delete(void *opaque)
 
 static uint64_t bh_runs(aiol_loop *loop)
 {
-    return tu_stats(loop).bh_runs;
+    return lw_stats(loop).bh_runs;
 }
 
 /* ------------------------------------------------------ basic running */
@@ -317,7 +317,7 @@ static void test_bh_delete(void **state)
 static void test_bh_reschedule_self_once_per_poll(void **state)
 {
     aiol_loop *loop = tu_loop_new();
-    tu_watchdog w;
+    lw_watchdog w;
     rec r;
 
     (void)state;
@@ -330,13 +330,13 @@ static void test_bh_reschedule_self_once_per_poll(void **state)
         assert_int_equal(bh_runs(loop), (uint64_t)i);
     }
     /* a blocking poll does not sleep (it is pending) and runs it once */
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     for (int i = 11; i <= 20; i++) {
         assert_true(aiol_loop_poll(loop, true));
         assert_int_equal(r.runs, i);
     }
-    assert_int_equal(tu_watchdog_free(&w), 0);
-    assert_int_equal(tu_stats(loop).iterations, 20);
+    assert_int_equal(lw_watchdog_free(&w), 0);
+    assert_int_equal(lw_stats(loop).iterations, 20);
 
     aiol_bh_cancel(r.bh);
     assert_false(aiol_loop_poll(loop, false));
@@ -379,7 +379,7 @@ static void test_bh_oneshot(void **state)
 static void test_bh_idle(void **state)
 {
     aiol_loop *loop = tu_loop_new();
-    tu_watchdog w;
+    lw_watchdog w;
     rec r;
 
     (void)state;
@@ -394,18 +394,18 @@ static void test_bh_idle(void **state)
 
     /* an idle schedule does not wake the loop: no eventfd write */
     aiol_bh_schedule_idle(r.bh);
-    assert_int_equal(tu_stats(loop).notify_kicks, 0);
+    assert_int_equal(lw_stats(loop).notify_kicks, 0);
 
     /*
      * A blocking poll with only an idle bottom half pending returns after
      * running it (within 10 ms, not never).  The 5 s watchdog catches the
      * hang: if it fired, the poll would return true.
      */
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     assert_false(aiol_loop_poll(loop, true));
     assert_int_equal(r.runs, 2);
-    assert_int_equal(tu_watchdog_free(&w), 0);
-    assert_int_equal(tu_stats(loop).timer_runs, 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
+    assert_int_equal(lw_stats(loop).timer_runs, 0);
     assert_int_equal(bh_runs(loop), 2);
 
     aiol_bh_delete(r.bh);
@@ -499,7 +499,7 @@ static void test_bh_nested_poll_continues_slice(void **state)
     assert_int_equal(d.nested_runs, 1);
     assert_true(a.nested_progress);
     assert_int_equal(bh_runs(loop), 4);
-    assert_int_equal(tu_stats(loop).iterations, 2);
+    assert_int_equal(lw_stats(loop).iterations, 2);
 
     /* nothing is left over for the next poll */
     assert_false(aiol_loop_poll(loop, false));
@@ -519,7 +519,7 @@ static void test_bh_nested_poll_continues_slice(void **state)
 static void test_bh_nested_blocking_poll_runs_parent_slice(void **state)
 {
     aiol_loop *loop = tu_loop_new();
-    tu_watchdog w;
+    lw_watchdog w;
     rec a, b;
 
     (void)state;
@@ -527,11 +527,11 @@ static void test_bh_nested_blocking_poll_runs_parent_slice(void **state)
     rec_init(&a, loop, 'A', cb_nest);
     rec_init(&b, loop, 'B', cb_count);
     a.nest_blocking = true;
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     aiol_bh_schedule(a.bh);
     aiol_bh_schedule(b.bh);
     assert_true(aiol_loop_poll(loop, false));
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
     assert_int_equal(g_norder, 2);
     assert_int_equal(g_order[0], 'A');
     assert_int_equal(g_order[1], 'B');
@@ -561,7 +561,7 @@ static void *thread_schedule(void *opaque)
 {
     xthread *x = opaque;
 
-    tu_sleep_ns(x->delay_ns);
+    lw_sleep_ns(x->delay_ns);
     aiol_bh_schedule(x->bh);
     return NULL;
 }
@@ -570,11 +570,11 @@ static void test_bh_cross_thread_wakes_blocking_poll(void **state)
 {
     aiol_loop *loop = tu_loop_new();
     static xthread x;   /* static: a failing test must not strand the thread */
-    tu_watchdog w;
+    lw_watchdog w;
     pthread_t t;
 
     (void)state;
-    x.delay_ns = TU_MS(5);
+    x.delay_ns = LW_MS(5);
     atomic_init(&x.runs, 0);
     /*
      * A loop may start with a wakeup pending (the poll backend notifies
@@ -584,16 +584,16 @@ static void test_bh_cross_thread_wakes_blocking_poll(void **state)
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(aiol_bh_new(loop, cb_xcount, &x, &x.bh), 0);
     for (int round = 0; round < 5; round++) {
-        tu_watchdog_arm(&w, loop, TU_MS(5000));
+        lw_watchdog_arm(&w, loop, LW_MS(5000));
         assert_int_equal(pthread_create(&t, NULL, thread_schedule, &x), 0);
         /* only the bottom half can end this poll (or the watchdog) */
         assert_true(aiol_loop_poll(loop, true));
         assert_int_equal(atomic_load(&x.runs), round + 1);
-        assert_int_equal(tu_watchdog_free(&w), 0);
+        assert_int_equal(lw_watchdog_free(&w), 0);
         pthread_join(t, NULL);
     }
     assert_int_equal(bh_runs(loop), 5);
-    assert_int_equal(tu_stats(loop).iterations, 6);
+    assert_int_equal(lw_stats(loop).iterations, 6);
     aiol_bh_delete(x.bh);
     aiol_loop_free(loop);
 }
@@ -612,7 +612,7 @@ typedef struct side {
     aiol_bh *bh;             /* runs on this side's loop */
     struct side *peer;
     atomic_int runs;
-    tu_watchdog w;
+    lw_watchdog w;
 } side;
 
 /* (the volleys go on until both sides stop polling) */
@@ -646,7 +646,7 @@ static void test_bh_cross_thread_pingpong(void **state)
         s->loop = tu_loop_new();
         atomic_init(&s->runs, 0);
         assert_int_equal(aiol_bh_new(s->loop, cb_volley, s, &s->bh), 0);
-        tu_watchdog_arm(&s->w, s->loop, TU_MS(20000));
+        lw_watchdog_arm(&s->w, s->loop, LW_MS(20000));
     }
     assert_int_equal(pthread_create(&t, NULL, run_side, &b), 0);
     aiol_bh_schedule(a.bh);
@@ -656,8 +656,8 @@ static void test_bh_cross_thread_pingpong(void **state)
         aiol_loop_poll(a.loop, true);
     }
     pthread_join(t, NULL);
-    assert_int_equal(tu_watchdog_free(&a.w), 0);
-    assert_int_equal(tu_watchdog_free(&b.w), 0);
+    assert_int_equal(lw_watchdog_free(&a.w), 0);
+    assert_int_equal(lw_watchdog_free(&b.w), 0);
     assert_true(atomic_load(&a.runs) >= PINGPONG_ROUNDS);
     assert_true(atomic_load(&b.runs) >= PINGPONG_ROUNDS);
     aiol_bh_delete(a.bh);
@@ -705,7 +705,7 @@ static void test_bh_local_after_threadsafe(void **state)
 {
     aiol_loop *loop = tu_loop_new();
     rec a, b, c, d;
-    tu_watchdog w;
+    lw_watchdog w;
 
     (void)state;
     rec_init(&a, loop, 1, cb_count);
@@ -725,12 +725,12 @@ static void test_bh_local_after_threadsafe(void **state)
     assert_int_equal(g_order[2], 4);
     assert_int_equal(g_order[3], 3);
 
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     aiol_bh_schedule(c.bh);
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(c.runs, 2);
-    assert_int_equal(tu_watchdog_free(&w), 0);
-    assert_int_equal(tu_stats(loop).notify_kicks, 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
+    assert_int_equal(lw_stats(loop).notify_kicks, 0);
 
     /* pending local ones at teardown are freed with the loop's lists */
     aiol_bh_schedule(d.bh);

@@ -25,7 +25,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 typedef struct hooks {
     int before, after;
@@ -106,7 +106,7 @@ static void test_block_hooks_bracket_each_blocking_wait(void **state)
     hooks h = {0};
     aiol_loop *loop = hooked_loop(&h);
     target ev = {&h, tu_eventfd(), 0};
-    tu_watchdog w;
+    lw_watchdog w;
 
     (void)state;
     assert_int_equal(aiol_fd_set(loop, ev.fd, on_event, NULL, NULL, &ev), 0);
@@ -121,14 +121,14 @@ static void test_block_hooks_bracket_each_blocking_wait(void **state)
     assert_int_equal(h.after, 1);
 
     /* a timer ends the wait: one pair, the timer runs after it */
-    tu_watchdog_arm(&w, loop, TU_MS(2));
+    lw_watchdog_arm(&w, loop, LW_MS(2));
     assert_true(aiol_loop_poll(loop, true));
-    assert_int_equal(tu_watchdog_free(&w), 1);
+    assert_int_equal(lw_watchdog_free(&w), 1);
     assert_int_equal(h.before, 2);
     assert_int_equal(h.after, 2);
 
     /* a bounded deadline that passes */
-    assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + TU_MS(1)));
+    assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + LW_MS(1)));
     assert_int_equal(h.before, 3);
     assert_int_equal(h.after, 3);
     assert_false(h.inside);
@@ -136,7 +136,7 @@ static void test_block_hooks_bracket_each_blocking_wait(void **state)
 
     /* removed: no more calls */
     aiol_loop_set_block_hooks(loop, NULL, NULL, NULL);
-    assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + TU_MS(1)));
+    assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + LW_MS(1)));
     assert_int_equal(h.before, 3);
     assert_int_equal(aiol_fd_remove(loop, ev.fd), 0);
     aiol_loop_free(loop);
@@ -152,7 +152,7 @@ static void *thread_wake(void *opaque)
 {
     waker *k = opaque;
 
-    tu_sleep_ns(TU_MS(5));
+    lw_sleep_ns(LW_MS(5));
     tu_eventfd_signal(k->t->fd);
     return NULL;
 }
@@ -187,7 +187,7 @@ static void test_block_hooks_nested_and_cross_thread(void **state)
     target inner = {&h, tu_eventfd(), 0};
     nester n = {&h, loop, &inner, 0};
     aiol_bh *bh;
-    tu_watchdog w;
+    lw_watchdog w;
 
     (void)state;
     assert_int_equal(aiol_fd_set(loop, inner.fd, on_event, NULL, NULL,
@@ -196,9 +196,9 @@ static void test_block_hooks_nested_and_cross_thread(void **state)
     aiol_loop_poll(loop, false);
     h.before = h.after = 0;
     aiol_bh_schedule(bh);
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     assert_true(aiol_loop_poll(loop, true));
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
     assert_int_equal(n.runs, 1);
     assert_int_equal(inner.runs, 1);
     /* the outer poll did not sleep (a BH was due); the nested ones did */

@@ -28,7 +28,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 /* A handler with every busy-poll callback, counting its calls. */
 typedef struct ph {
@@ -134,12 +134,12 @@ static int wait_timer(aiol_loop *loop, int64_t ns)
  * so that a test thread preempted for a few ms on a loaded machine does
  * not close the window behind the test's back.
  */
-#define MAX_NS TU_MS(20)
-#define LONG_WAIT_NS TU_MS(50)
+#define MAX_NS LW_MS(20)
+#define LONG_WAIT_NS LW_MS(50)
 
 static uint64_t rounds(aiol_loop *loop)
 {
-    return tu_stats(loop).poll_rounds;
+    return lw_stats(loop).poll_rounds;
 }
 
 /* True when a non-blocking poll does a busy-poll round (window open). */
@@ -158,7 +158,7 @@ static bool window_open(aiol_loop *loop)
 static void open_window(aiol_loop *loop)
 {
     for (int i = 0; i < 20; i++) {
-        wait_timer(loop, TU_US(100));
+        wait_timer(loop, LW_US(100));
         if (window_open(loop)) {
             return;
         }
@@ -180,7 +180,7 @@ static void test_busypoll_dispatches_poll_ready(void **state)
 {
     aiol_loop *loop = settled_loop();
     aiol_loop_stats before;
-    tu_watchdog w;
+    lw_watchdog w;
     ph h;
 
     (void)state;
@@ -189,7 +189,7 @@ static void test_busypoll_dispatches_poll_ready(void **state)
 
     /* disabled by default: work is not seen, no rounds at all */
     h.work = true;
-    wait_timer(loop, TU_US(100));
+    wait_timer(loop, LW_US(100));
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(h.polls + h.begins + h.readies, 0);
     assert_int_equal(rounds(loop), 0);
@@ -212,10 +212,10 @@ static void test_busypoll_dispatches_poll_ready(void **state)
     /* (on the poll backend, setting a handler leaves a wakeup pending) */
     assert_false(aiol_loop_poll(loop, false));
     h.work = true;
-    before = tu_stats(loop);
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    before = lw_stats(loop);
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     assert_true(aiol_loop_poll(loop, true));
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
     assert_int_equal(h.begins, 1);
     assert_int_equal(h.polls_before_begin, 0);
     assert_true(h.polls >= 1);
@@ -223,8 +223,8 @@ static void test_busypoll_dispatches_poll_ready(void **state)
     assert_int_equal(h.readies, 1);
     assert_int_equal(h.reads, 0);
     assert_false(h.work);
-    assert_int_equal(tu_stats(loop).callbacks - before.callbacks, 1);
-    assert_int_equal(tu_stats(loop).timer_runs, before.timer_runs);
+    assert_int_equal(lw_stats(loop).callbacks - before.callbacks, 1);
+    assert_int_equal(lw_stats(loop).timer_runs, before.timer_runs);
 
     /* without poll_ready, read is what runs */
     {
@@ -310,7 +310,7 @@ static void test_busypoll_grow_shrink(void **state)
     /* max 0 disables polling at once */
     assert_int_equal(aiol_loop_set_poll_params(loop, 0, 0, 0), 0);
     assert_false(window_open(loop));
-    wait_timer(loop, TU_US(100));
+    wait_timer(loop, LW_US(100));
     assert_false(window_open(loop));
     ph_del(&h);
     aiol_loop_free(loop);
@@ -324,12 +324,12 @@ static void test_busypoll_params_invalid(void **state)
     (void)state;
     ph_add(&h, loop, false);   /* no fd events: never idles out */
     assert_int_equal(aiol_loop_set_poll_params(loop, -1, 0, 0), -EINVAL);
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(1), -1, 0),
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(1), -1, 0),
                      -EINVAL);
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(1), 0, -1),
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(1), 0, -1),
                      -EINVAL);
     /* rejected calls left polling disabled */
-    wait_timer(loop, TU_US(100));
+    wait_timer(loop, LW_US(100));
     assert_false(window_open(loop));
     assert_int_equal(rounds(loop), 0);
 
@@ -358,7 +358,7 @@ static void test_busypoll_params_saturate(void **state)
                                                INT64_MAX), 0);
     open_window(loop);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(wait_timer(loop, TU_US(200)), 1);
+        assert_int_equal(wait_timer(loop, LW_US(200)), 1);
         assert_true(window_open(loop));
     }
     ph_del(&h);
@@ -371,7 +371,7 @@ static void test_busypoll_never_starves_fds(void **state)
 {
     aiol_loop *loop = settled_loop();
     aiol_loop_stats before, after;
-    tu_watchdog w;
+    lw_watchdog w;
     int efd = tu_eventfd();
     int reads = 0, first = 0;
     ph a;
@@ -381,14 +381,14 @@ static void test_busypoll_never_starves_fds(void **state)
     a.always = true;                     /* work on every single poll */
     assert_int_equal(aiol_fd_set(loop, efd, cb_flag, NULL, NULL, &reads), 0);
     /* a max far above any wait here: the window stays open */
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
     assert_true(a.readies >= 1);
 
     /* the plain handler's fd is readable (never drained) from now on */
     tu_eventfd_signal(efd);
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
-    before = tu_stats(loop);
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
+    before = lw_stats(loop);
     for (int i = 1; i <= 9 && first == 0; i++) {
         assert_true(aiol_loop_poll(loop, true));
         if (reads > 0) {
@@ -398,17 +398,17 @@ static void test_busypoll_never_starves_fds(void **state)
     assert_true(first >= 1 && first <= 9);   /* AIOL__POLL_MAX_SKIPS + 1 */
 
     /* over many iterations, the fd is looked at least every 9th one */
-    before = tu_stats(loop);
+    before = lw_stats(loop);
     reads = 0;
     a.readies = 0;
     for (int i = 0; i < 90; i++) {
         assert_true(aiol_loop_poll(loop, true));
     }
-    after = tu_stats(loop);
+    after = lw_stats(loop);
     assert_int_equal(a.readies, 90);         /* polling stayed active... */
     assert_true(after.monitor_waits - before.monitor_waits >= 10);
     assert_true(reads >= 10);                /* ...and fds got their turn */
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
 
     assert_int_equal(aiol_fd_remove(loop, efd), 0);
     close(efd);
@@ -429,7 +429,7 @@ static void test_busypoll_due_timer_fires(void **state)
     ph_add(&a, loop, false);
     a.always = true;
     /* a max far above any wait here: the window stays open */
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
 
     /*
@@ -440,7 +440,7 @@ static void test_busypoll_due_timer_fires(void **state)
     assert_int_equal(aiol_timer_new(c, cb_flag, &fired, &t), 0);
     for (int round = 0; round < 3; round++) {
         readies = a.readies;
-        deadline = aiol_clock_get_ns(c) + TU_MS(1);
+        deadline = aiol_clock_get_ns(c) + LW_MS(1);
         assert_int_equal(aiol_timer_mod(t, deadline), 0);
         while (fired == round) {
             bool due = aiol_clock_get_ns(c) >= deadline;
@@ -470,14 +470,14 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     (void)state;
     ph_add(&h, loop, true);              /* poll() never finds work */
     h.drain = true;
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
     assert_true(h.begins >= 1);
 
     /* ~20 ms of 1 ms waits: well past the 7 ms without progress */
-    end = aiol_clock_now_ns() + TU_MS(20);
+    end = aiol_clock_now_ns() + LW_MS(20);
     while (aiol_clock_now_ns() < end) {
-        wait_timer(loop, TU_MS(1));
+        wait_timer(loop, LW_MS(1));
     }
     assert_int_equal(h.ends, h.begins);
 
@@ -491,7 +491,7 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     begins = h.begins;
     iterations = 0;
     for (int i = 0; i < 5; i++) {
-        iterations += wait_timer(loop, TU_MS(1));
+        iterations += wait_timer(loop, LW_MS(1));
     }
     assert_true(rounds(loop) - r <= (uint64_t)iterations + 5);
     assert_int_equal(h.polls, polls);
@@ -500,7 +500,7 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     /* its fd fires: polled again (a new begin), at the latest soon after */
     tu_eventfd_signal(h.fd);
     for (int i = 0; i < 5 && h.polls == polls; i++) {
-        wait_timer(loop, TU_US(500));
+        wait_timer(loop, LW_US(500));
     }
     assert_int_equal(h.reads, 1);
     assert_true(h.polls > polls);
@@ -522,9 +522,9 @@ static void test_busypoll_idle_clock_starts_at_first_poll(void **state)
     (void)state;
     ph_add(&h, loop, true);
     h.drain = true;
-    wait_timer(loop, TU_MS(10));         /* longer than the 7 ms limit */
+    wait_timer(loop, LW_MS(10));         /* longer than the 7 ms limit */
     assert_int_equal(h.polls, 0);
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
     assert_true(h.begins >= 1);
     assert_true(h.polls >= 1);
@@ -555,7 +555,7 @@ static void test_busypoll_disable_calls_poll_end(void **state)
 
     assert_int_equal(aiol_loop_set_poll_params(loop, 0, 0, 0), 0);
     for (int i = 0; i < 3; i++) {
-        wait_timer(loop, TU_MS(2));
+        wait_timer(loop, LW_MS(2));
         aiol_loop_poll(loop, false);
     }
     polls = h.polls;

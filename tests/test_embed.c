@@ -29,7 +29,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 #define HOUR ((int64_t)3600 * 1000000000)
 
@@ -239,7 +239,7 @@ static void test_embed_prepare_deadlines(void **state)
     now = aiol_clock_now_ns();
     d = aiol_loop_prepare(loop);
     assert_true(d > now);
-    assert_true(d <= aiol_clock_now_ns() + TU_MS(10));
+    assert_true(d <= aiol_clock_now_ns() + LW_MS(10));
     aiol_loop_check(loop);
     assert_false(aiol_loop_dispatch(loop));          /* idle: no progress */
     assert_int_equal(runs, 3);
@@ -269,7 +269,7 @@ static void test_embed_check_timer_due(void **state)
 
     (void)state;
     assert_int_equal(aiol_timer_new(c, cb_count, &fired, &t), 0);
-    assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + TU_MS(50)), 0);
+    assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + LW_MS(50)), 0);
     d = aiol_loop_prepare(loop);
     assert_int_equal(d, aiol_timer_expire_ns(t));
     assert_false(aiol_loop_check(loop));
@@ -305,7 +305,7 @@ static void *thread_notify(void *opaque)
 {
     delayed_notify *n = opaque;
 
-    tu_sleep_ns(n->delay_ns);
+    lw_sleep_ns(n->delay_ns);
     aiol_loop_notify(n->loop);
     return NULL;
 }
@@ -320,24 +320,24 @@ static void test_embed_prepare_notify_makes_fd_readable(void **state)
 
     (void)state;
     /* outside prepare..check a notify costs nothing and wakes no host */
-    kicks = tu_stats(loop).notify_kicks;
+    kicks = lw_stats(loop).notify_kicks;
     aiol_loop_notify(loop);
     assert_false(fd_readable(lfd, 0));
-    assert_int_equal(tu_stats(loop).notify_kicks, kicks);
+    assert_int_equal(lw_stats(loop).notify_kicks, kicks);
     assert_false(aiol_loop_dispatch(loop));
 
     /* between prepare and check it makes the loop fd readable */
     assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
     aiol_loop_notify(loop);
     assert_true(fd_readable(lfd, 0));
-    assert_int_equal(tu_stats(loop).notify_kicks, kicks + 1);
+    assert_int_equal(lw_stats(loop).notify_kicks, kicks + 1);
     assert_true(aiol_loop_check(loop));
     assert_false(aiol_loop_dispatch(loop));          /* internal work only */
     assert_false(fd_readable(lfd, 0));
 
     /* from another thread while the host sleeps on the fd */
     n.loop = loop;
-    n.delay_ns = TU_MS(5);
+    n.delay_ns = LW_MS(5);
     for (int round = 0; round < 3; round++) {
         assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
         assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
@@ -408,9 +408,9 @@ static void test_embed_direct_fds(void **state)
     tu_eventfd_signal(a.fd);
     n = host_poll_direct(loop, fds, 8, 0);
     assert_int_equal(n, 3);
-    waits = tu_stats(loop).monitor_waits;
+    waits = lw_stats(loop).monitor_waits;
     assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
-    assert_int_equal(tu_stats(loop).monitor_waits, waits);
+    assert_int_equal(lw_stats(loop).monitor_waits, waits);
     assert_string_equal(g_log, "F");
     assert_int_equal(a.reads, 1);
     assert_int_equal(b.reads, 0);
@@ -433,7 +433,7 @@ static void test_embed_direct_fds(void **state)
         pthread_t t;
 
         dn.loop = loop;
-        dn.delay_ns = TU_MS(5);
+        dn.delay_ns = LW_MS(5);
         aiol_loop_prepare(loop);
         n = aiol_loop_embed_fds(loop, fds, 8);
         assert_int_equal(pthread_create(&t, NULL, thread_notify, &dn), 0);
@@ -480,14 +480,14 @@ static void test_embed_direct_and_loop_fd(void **state)
         assert_false(fd_readable(lfd, 0));
     }
     /* handler churn while direct reaches no kernel set */
-    ctls = tu_stats(loop).monitor_ctls;
+    ctls = lw_stats(loop).monitor_ctls;
     for (int i = 0; i < 10; i++) {
         assert_int_equal(aiol_fd_set(loop, c.fd, cb_efd_read, NULL, NULL,
                                      &c), 0);
         assert_int_equal(aiol_fd_remove(loop, c.fd), 0);
     }
     n = host_poll_direct(loop, fds, 8, 0);
-    assert_int_equal(tu_stats(loop).monitor_ctls, ctls);
+    assert_int_equal(lw_stats(loop).monitor_ctls, ctls);
     assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
     assert_int_equal(a.reads, 2);
 
@@ -567,7 +567,7 @@ static void test_embed_own_wakeup(void **state)
 
     /* a blocking poll is woken through the embedder's fd */
     dn.loop = loop;
-    dn.delay_ns = TU_MS(5);
+    dn.delay_ns = LW_MS(5);
     assert_int_equal(pthread_create(&t, NULL, thread_notify, &dn), 0);
     assert_false(aiol_loop_poll(loop, true));
     pthread_join(t, NULL);
@@ -630,7 +630,7 @@ static void test_embed_phase_deadline_and_progress(void **state)
     aiol_loop_stats before;
     phase_rec p = { .due = -1 };
     aiol_phase *ph;
-    tu_watchdog w;
+    lw_watchdog w;
 
     (void)state;
     assert_int_equal(aiol_phase_add(loop, &phase_ops, &p, &ph), 0);
@@ -644,24 +644,24 @@ static void test_embed_phase_deadline_and_progress(void **state)
     aiol_loop_check(loop);
 
     /* its deadline ends a blocking poll, and its work is progress */
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     for (int round = 0; round < 3; round++) {
-        before = tu_stats(loop);
-        p.due = aiol_clock_now_ns() + TU_MS(1);
+        before = lw_stats(loop);
+        p.due = aiol_clock_now_ns() + LW_MS(1);
         assert_int_equal(aiol_loop_prepare(loop), p.due);
         aiol_loop_check(loop);
         assert_true(aiol_loop_poll(loop, true));
         assert_int_equal(p.ran_due, round + 1);
-        assert_int_equal(tu_stats(loop).iterations - before.iterations, 1);
+        assert_int_equal(lw_stats(loop).iterations - before.iterations, 1);
     }
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
 
     /* deadline 0: a blocking poll does not sleep */
     p.due = 0;
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(p.ran_due, 4);
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
 
     /* removed: no more dispatches, and its deadline no longer counts */
     aiol_phase_remove(ph);

@@ -29,7 +29,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "th.h"
+#include "testhandler.h"
 
 /* ------------------------------------------------ add, replace, remove */
 
@@ -48,14 +48,14 @@ static void test_add_replace_remove(void **state)
     assert_false(aiol_fd_is_set(loop, 19000));
     assert_int_equal(aiol_fd_remove(loop, 19000), -ENOENT);
 
-    th_add(&a, loop, fd, cb_read, NULL);
+    th_add(&a, loop, fd, th_cb_read, NULL);
     a.drain = true;
     tu_eventfd_signal(fd);
     assert_true(aiol_loop_poll(loop, false));
     assert_int_equal(a.reads, 1);
 
     /* replace: the new callback and opaque run, the old ones never again */
-    th_add(&b, loop, fd, cb_read_other, NULL);
+    th_add(&b, loop, fd, th_cb_read_other, NULL);
     b.drain = true;
     a.removed = true;
     tu_eventfd_signal(fd);
@@ -65,7 +65,7 @@ static void test_add_replace_remove(void **state)
 
     /* replace while the fd is already readable */
     tu_eventfd_signal(fd);
-    th_add(&c, loop, fd, cb_read, NULL);
+    th_add(&c, loop, fd, th_cb_read, NULL);
     c.drain = true;
     b.removed = true;
     assert_true(aiol_loop_poll(loop, false));
@@ -75,13 +75,13 @@ static void test_add_replace_remove(void **state)
     /* remove: no more callbacks even though the fd is readable */
     tu_eventfd_signal(fd);
     th_remove(&c);
-    poll_n(loop, 3, false);
+    th_poll_n(loop, 3, false);
     assert_int_equal(c.reads, 1);
     assert_int_equal(aiol_fd_remove(loop, fd), -ENOENT);
     assert_int_equal(a.after_remove + b.after_remove + c.after_remove, 0);
 
     /* set with all-NULL callbacks removes an existing handler */
-    th_add(&a, loop, fd, cb_read, NULL);
+    th_add(&a, loop, fd, th_cb_read, NULL);
     assert_int_equal(aiol_fd_set(loop, fd, NULL, NULL, NULL, &a), 0);
     assert_false(aiol_fd_is_set(loop, fd));
     assert_false(aiol_loop_poll(loop, false));
@@ -128,7 +128,7 @@ static void test_remove_self_in_callback(void **state)
     tu_eventfd_signal(efd);
     assert_true(aiol_loop_poll(loop, false));
     assert_int_equal(h.reads + h.writes, 1);
-    poll_n(loop, 3, false);
+    th_poll_n(loop, 3, false);
     assert_int_equal(h.reads + h.writes, 1);
     assert_int_equal(h.after_remove, 0);
 
@@ -137,7 +137,7 @@ static void test_remove_self_in_callback(void **state)
     th_add(&hp, loop, p[0], cb_remove_self, NULL);
     tu_pipe_signal(p[1]);
     assert_true(aiol_loop_poll(loop, false));
-    poll_n(loop, 3, false);
+    th_poll_n(loop, 3, false);
     assert_int_equal(hp.reads, 1);
     assert_int_equal(hp.after_remove, 0);
 
@@ -193,7 +193,7 @@ static void test_remove_peer_in_same_batch(void **state)
     assert_int_equal(survivor->reads, 1);
 
     /* level-triggered: only the survivor keeps running */
-    poll_n(loop, 2, true);
+    th_poll_n(loop, 2, true);
     assert_int_equal(survivor->reads, 3);
     for (int i = 0; i < NPEERS; i++) {
         assert_int_equal(h[i].after_remove, 0);
@@ -216,15 +216,15 @@ static void test_level_triggered_redelivery(void **state)
     th r, w;
 
     (void)state;
-    th_add(&r, loop, efd, cb_read, NULL);           /* never drains */
+    th_add(&r, loop, efd, th_cb_read, NULL);           /* never drains */
     tu_eventfd_signal(efd);
-    poll_n(loop, 5, true);
+    th_poll_n(loop, 5, true);
     assert_int_equal(r.reads, 5);
     th_remove(&r);
 
     tu_pipe(p);                                     /* stays writable */
-    th_add(&w, loop, p[1], NULL, cb_write);
-    poll_n(loop, 5, true);
+    th_add(&w, loop, p[1], NULL, th_cb_write);
+    th_poll_n(loop, 5, true);
     assert_int_equal(w.writes, 5);
     assert_int_equal(w.reads, 0);
     th_remove(&w);
@@ -247,7 +247,7 @@ static void test_poll_return_value(void **state)
 
     (void)state;
     assert_false(aiol_loop_poll(loop, false));      /* no handlers at all */
-    th_add(&h, loop, efd, cb_read, NULL);
+    th_add(&h, loop, efd, th_cb_read, NULL);
     h.drain = true;
     assert_false(aiol_loop_poll(loop, false));      /* handler, not ready */
     assert_int_equal(h.reads, 0);
@@ -262,7 +262,7 @@ static void test_poll_return_value(void **state)
 
     /* AIOL_FD_NO_PROGRESS: the callback runs, the poll reports no progress */
     {
-        const aiol_fd_ops quiet = { .read = cb_read,
+        const aiol_fd_ops quiet = { .read = th_cb_read,
                                     .flags = AIOL_FD_NO_PROGRESS };
 
         th_init(&h, loop, efd);
@@ -295,8 +295,8 @@ static void check_fd_bounds(aiol_loop *loop, th *h)
     assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
     for (size_t i = 0; i < sizeof(huge) / sizeof(huge[0]); i++) {
         if (rl.rlim_max != RLIM_INFINITY && (rlim_t)huge[i] >= rl.rlim_max) {
-            assert_int_equal(aiol_fd_set(loop, huge[i], cb_read, NULL, NULL, h),
-                             -EBADF);
+            assert_int_equal(aiol_fd_set(loop, huge[i], th_cb_read, NULL,
+                                         NULL, h), -EBADF);
             assert_false(aiol_fd_is_set(loop, huge[i]));
             assert_int_equal(aiol_fd_remove(loop, huge[i]), -ENOENT);
         }
@@ -304,9 +304,9 @@ static void check_fd_bounds(aiol_loop *loop, th *h)
     if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= (1u << 20)) {
         int top = (int)rl.rlim_max - 1; /* a number an open fd may have */
 
-        assert_int_equal(aiol_fd_set(loop, (int)rl.rlim_max, cb_read, NULL,
+        assert_int_equal(aiol_fd_set(loop, (int)rl.rlim_max, th_cb_read, NULL,
                                      NULL, h), -EBADF);
-        assert_int_equal(aiol_fd_set(loop, top, cb_read, NULL, NULL, h), 0);
+        assert_int_equal(aiol_fd_set(loop, top, th_cb_read, NULL, NULL, h), 0);
         assert_int_equal(aiol_fd_remove(loop, top), 0);
     }
 }
@@ -327,7 +327,7 @@ static void test_closed_fd(void **state)
      */
     th_init(&h, loop, fd);
     close(fd);
-    assert_int_equal(aiol_fd_set(loop, fd, cb_read, NULL, NULL, &h), 0);
+    assert_int_equal(aiol_fd_set(loop, fd, th_cb_read, NULL, NULL, &h), 0);
     assert_true(aiol_fd_is_set(loop, fd));
     for (int i = 0; i < 3; i++) {
         assert_false(aiol_loop_poll(loop, false));
@@ -336,31 +336,33 @@ static void test_closed_fd(void **state)
     aiol_loop_stats_get(loop, &st);
     assert_int_equal(st.bad_fds, 1);
     /* set again (other events): watched again, found out again */
-    assert_int_equal(aiol_fd_set(loop, fd, cb_read, cb_write, NULL, &h), 0);
-    poll_n(loop, 3, false);
+    assert_int_equal(aiol_fd_set(loop, fd, th_cb_read, th_cb_write, NULL, &h),
+                     0);
+    th_poll_n(loop, 3, false);
     assert_int_equal(h.reads + h.writes, 0);
     aiol_loop_stats_get(loop, &st);
     assert_int_equal(st.bad_fds, 2);
     assert_int_equal(aiol_fd_remove(loop, fd), 0);
     assert_false(aiol_fd_is_set(loop, fd));
     /* set and removed before any wait: the kernel never sees it */
-    assert_int_equal(aiol_fd_set(loop, fd, cb_read, NULL, NULL, &h), 0);
+    assert_int_equal(aiol_fd_set(loop, fd, th_cb_read, NULL, NULL, &h), 0);
     assert_int_equal(aiol_fd_remove(loop, fd), 0);
-    poll_n(loop, 2, false);
+    th_poll_n(loop, 2, false);
     aiol_loop_stats_get(loop, &st);
     assert_int_equal(st.bad_fds, 2);
-    assert_int_equal(aiol_fd_set(loop, -1, cb_read, NULL, NULL, &h), -EBADF);
-    assert_int_equal(aiol_fd_set(loop, -7, NULL, cb_write, NULL, &h), -EBADF);
+    assert_int_equal(aiol_fd_set(loop, -1, th_cb_read, NULL, NULL, &h), -EBADF);
+    assert_int_equal(aiol_fd_set(loop, -7, NULL, th_cb_write, NULL, &h),
+                     -EBADF);
     assert_int_equal(aiol_fd_remove(loop, -1), -EBADF);
     assert_false(aiol_fd_is_set(loop, -1));
     check_fd_bounds(loop, &h);
 
     /* a readable handler whose fd is closed behind the loop's back */
     fd = tu_eventfd();
-    th_add(&h, loop, fd, cb_read, NULL);
+    th_add(&h, loop, fd, th_cb_read, NULL);
     tu_eventfd_signal(fd);
     close(fd);
-    poll_n(loop, 3, false);
+    th_poll_n(loop, 3, false);
     assert_int_equal(h.reads, 0);
     assert_int_equal(aiol_fd_remove(loop, fd), 0);
     assert_false(aiol_fd_is_set(loop, fd));
@@ -386,17 +388,17 @@ static void test_refused_fd(void **state)
     (void)state;
     assert_true(file >= 0);
     unlink(path);
-    th_add(&other, loop, efd, cb_read, NULL);
+    th_add(&other, loop, efd, th_cb_read, NULL);
     other.drain = true;
     th_init(&reg, loop, file);
 
-    assert_int_equal(aiol_fd_set(loop, file, cb_read, NULL, NULL, &reg), 0);
+    assert_int_equal(aiol_fd_set(loop, file, th_cb_read, NULL, NULL, &reg), 0);
     assert_true(aiol_fd_is_set(loop, file));
     /* blocking polls return at once (a hang is the suite's timeout) */
     assert_true(aiol_loop_poll(loop, true));
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(reg.reads, 2);
-    poll_n(loop, 1, true);
+    th_poll_n(loop, 1, true);
     assert_int_equal(reg.reads, 3);
     th_remove(&reg);
     assert_false(aiol_loop_poll(loop, false));
@@ -452,9 +454,9 @@ static void test_fd_table_growth(void **state)
     assert_int_equal(dup2(efd, BIG_FD), BIG_FD);
 
     /* a low handler set before the table grows keeps working after */
-    th_add(&small, loop, low, cb_read, NULL);
+    th_add(&small, loop, low, th_cb_read, NULL);
     small.drain = true;
-    th_add(&big, loop, BIG_FD, cb_read, NULL);
+    th_add(&big, loop, BIG_FD, th_cb_read, NULL);
     big.drain = true;
     assert_true(aiol_fd_is_set(loop, low));
     assert_false(aiol_fd_is_set(loop, efd));        /* same file, other fd */
@@ -500,7 +502,7 @@ static void test_dispatch_visits_only_ready(void **state)
     hs = calloc(MANY, sizeof(*hs));
     assert_non_null(hs);
     for (int i = 0; i < MANY; i++) {
-        th_add(&hs[i], loop, tu_eventfd(), cb_read, NULL);
+        th_add(&hs[i], loop, tu_eventfd(), th_cb_read, NULL);
         hs[i].drain = true;
     }
     assert_false(aiol_loop_poll(loop, false));  /* settle deferred work */
@@ -532,7 +534,7 @@ static void test_free_with_handlers(void **state)
 
     (void)state;
     for (int i = 0; i < 3; i++) {
-        th_add(&h[i], loop, tu_eventfd(), cb_read, cb_write);
+        th_add(&h[i], loop, tu_eventfd(), th_cb_read, th_cb_write);
         tu_eventfd_signal(h[i].fd);
     }
     aiol_loop_free(loop);
@@ -553,7 +555,7 @@ static void call_with_null_loop(void *arg)
     enum null_call which = *(enum null_call *)arg;
 
     if (which == NULL_FD_SET) {
-        aiol_fd_set(NULL, 0, cb_read, NULL, NULL, NULL);
+        aiol_fd_set(NULL, 0, th_cb_read, NULL, NULL, NULL);
     } else if (which == NULL_FD_REMOVE) {
         aiol_fd_remove(NULL, 0);
     } else if (which == NULL_FD_IS_SET) {
@@ -624,8 +626,9 @@ static void test_rearm_same_events(void **state)
     assert_int_equal(ctls(loop) - c0, 0);
 
     /* replacing from outside with other callbacks, same events: no ctl */
-    assert_int_equal(aiol_fd_set(loop, efd, cb_read, NULL, NULL, &h), 0);
-    assert_int_equal(aiol_fd_set(loop, efd, cb_read_other, NULL, NULL, &h), 0);
+    assert_int_equal(aiol_fd_set(loop, efd, th_cb_read, NULL, NULL, &h), 0);
+    assert_int_equal(aiol_fd_set(loop, efd, th_cb_read_other, NULL, NULL, &h),
+                     0);
     h.drain = true;
     tu_eventfd_signal(efd);
     assert_true(aiol_loop_poll(loop, false));
@@ -633,12 +636,13 @@ static void test_rearm_same_events(void **state)
     assert_int_equal(ctls(loop) - c0, 0);
 
     /* same for a read+write handler (an eventfd is always writable) */
-    th_add(&w, loop, efd, cb_read, cb_write);
+    th_add(&w, loop, efd, th_cb_read, th_cb_write);
     assert_true(aiol_loop_poll(loop, false));      /* settle */
     c0 = ctls(loop);
-    assert_int_equal(aiol_fd_set(loop, efd, cb_read_other, cb_write, NULL, &w),
+    assert_int_equal(aiol_fd_set(loop, efd, th_cb_read_other, th_cb_write, NULL,
+                                 &w), 0);
+    assert_int_equal(aiol_fd_set(loop, efd, th_cb_read, th_cb_write, NULL, &w),
                      0);
-    assert_int_equal(aiol_fd_set(loop, efd, cb_read, cb_write, NULL, &w), 0);
     assert_true(aiol_loop_poll(loop, false));
     assert_int_equal(w.writes, 2);
     assert_int_equal(ctls(loop) - c0, 0);
@@ -647,7 +651,7 @@ static void test_rearm_same_events(void **state)
     close(efd);
 }
 
-#define T(f) cmocka_unit_test_setup(f, reset_globals)
+#define T(f) cmocka_unit_test_setup(f, th_reset)
 
 int main(void)
 {

@@ -33,7 +33,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 #ifdef AIOL_HAVE_IO_URING
 #include <liburing.h>
 #include "aioloop/uring.h"
@@ -49,7 +49,7 @@
     } while (0)
 
 /* How long a wait for an event that must come may take at most. */
-#define EVENT_NS TU_MS(5000)
+#define EVENT_NS LW_MS(5000)
 
 #define NPIPES 3
 
@@ -259,7 +259,7 @@ static void test_child_after_fork_frees(void **state)
 
 static void *notify_later(void *opaque)
 {
-    tu_sleep_ns(TU_MS(20)); /* most likely once the poller sleeps */
+    lw_sleep_ns(LW_MS(20)); /* most likely once the poller sleeps */
     aiol_loop_notify(opaque);
     return NULL;
 }
@@ -277,26 +277,26 @@ static void child_notifies(void *arg)
     fork_case *fc = arg;
     aiol_loop *loop = fc->loop;
     uint64_t kicks;
-    tu_watchdog wd;
+    lw_watchdog wd;
     pthread_t t;
 
     CHILD_CHECK(aiol_loop_after_fork(loop) == 0);
     /* A blocking poll ends on another thread's notify. */
-    tu_watchdog_arm(&wd, loop, EVENT_NS);
+    lw_watchdog_arm(&wd, loop, EVENT_NS);
     CHILD_CHECK(pthread_create(&t, NULL, notify_later, loop) == 0);
     aiol_loop_poll(loop, true);
     CHILD_CHECK(pthread_join(t, NULL) == 0);
-    CHILD_CHECK(tu_watchdog_free(&wd) == 0);
+    CHILD_CHECK(lw_watchdog_free(&wd) == 0);
     /*
      * A notify written to the eventfd and never drained here: a host is
      * "asleep" between prepare and check.  Were the eventfd the parent's,
      * the parent would find it readable below.
      */
-    kicks = tu_stats(loop).notify_kicks;
+    kicks = lw_stats(loop).notify_kicks;
     aiol_loop_prepare(loop);
     notify_from_thread(loop);
     aiol_loop_check(loop);
-    CHILD_CHECK(tu_stats(loop).notify_kicks == kicks + 1);
+    CHILD_CHECK(lw_stats(loop).notify_kicks == kicks + 1);
     aiol_loop_free(loop);
 }
 
@@ -308,12 +308,12 @@ static void test_child_notify_does_not_wake_parent(void **state)
     (void)state;
     case_setup(&fc, true);
     assert_false(aiol_loop_poll(fc.loop, false));
-    before = tu_stats(fc.loop);
+    before = lw_stats(fc.loop);
     run_child(child_notifies, &fc);
     /* Nothing is pending for the parent: not even its notifier runs. */
     assert_false(aiol_loop_poll_deadline(fc.loop,
-                                         aiol_clock_now_ns() + TU_MS(100)));
-    assert_int_equal(tu_stats(fc.loop).callbacks, before.callbacks);
+                                         aiol_clock_now_ns() + LW_MS(100)));
+    assert_int_equal(lw_stats(fc.loop).callbacks, before.callbacks);
     parent_gets_every_event(&fc);
     case_teardown(&fc);
 }
@@ -372,7 +372,7 @@ static void test_child_after_fork_keeps_parent_loop_fd(void **state)
         assert_int_equal(aiol_loop_get_fd(fc.loop), pfd.fd);
         tu_pipe_signal(fc.p[i][1]);
         aiol_loop_prepare(fc.loop);
-        assert_int_equal(poll(&pfd, 1, (int)(EVENT_NS / TU_MS(1))), 1);
+        assert_int_equal(poll(&pfd, 1, (int)(EVENT_NS / LW_MS(1))), 1);
         aiol_loop_check(fc.loop);
         aiol_loop_dispatch(fc.loop);
         assert_int_equal(fc.c[i].reads, 1);

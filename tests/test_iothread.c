@@ -28,12 +28,12 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 /* Waits up to 10 s for *@p v >= @p want; false on timeout. */
 static bool wait_for(atomic_long *v, long want)
 {
-    int64_t end = aiol_clock_now_ns() + TU_MS(10000);
+    int64_t end = aiol_clock_now_ns() + LW_MS(10000);
 
     while (atomic_load(v) < want) {
         if (aiol_clock_now_ns() > end) {
@@ -75,7 +75,7 @@ static void test_iothread_new_free(void **state)
     for (int i = 0; i < 5; i++) {
         aiol_iothread *t = iothread_new_or_skip();
 
-        tu_sleep_ns(TU_MS(5));
+        lw_sleep_ns(LW_MS(5));
         aiol_iothread_free(t);
     }
     aiol_iothread_free(NULL);
@@ -263,7 +263,7 @@ static void test_iothread_fd_handler_from_other_thread(void **state)
          * appears; sometimes signal first, sometimes after.
          */
         if (round % 10 == 1) {
-            tu_sleep_ns(TU_MS(2));
+            lw_sleep_ns(LW_MS(2));
         }
         if (round % 2) {
             tu_eventfd_signal(c.fd);
@@ -312,13 +312,13 @@ static void test_iothread_fd_handlers_in_a_row(void **state)
         atomic_store(&c[i].on_main, 0);
     }
     for (long round = 1; round <= 60; round++) {
-        tu_sleep_ns(TU_MS(1)); /* the iothread sleeps in its wait */
+        lw_sleep_ns(LW_MS(1)); /* the iothread sleeps in its wait */
         for (int i = 0; i < NFD; i++) {
             tu_eventfd_signal(c[i].fd);
             assert_int_equal(aiol_fd_set(loop, c[i].fd, cb_fd_read, NULL,
                                          NULL, &c[i]), 0);
             if (round % 3 == 0) {
-                tu_sleep_ns(TU_MS(1)); /* it flushes, then sleeps again */
+                lw_sleep_ns(LW_MS(1)); /* it flushes, then sleeps again */
             }
         }
         for (int i = 0; i < NFD; i++) {

@@ -2,7 +2,7 @@
  * test_nest.c - nested poll tests, run once per backend ($AIOLOOP_BACKEND):
  * removal inside nested polls, no double dispatch across nesting, and deep
  * nesting with handlers added and removed at every level.  Public API only;
- * see th.h for the bookkeeping every test checks.
+ * see testhandler.h for the bookkeeping every test checks.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -26,7 +26,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "th.h"
+#include "testhandler.h"
 
 /* ---------------------------------------- removal inside a nested poll */
 
@@ -57,7 +57,7 @@ static void cb_nest_once(void *opaque)
 
     th_note(h);
     h->reads++;
-    if (g_depth == 0 && g_nest.armed) {
+    if (th_depth == 0 && g_nest.armed) {
         g_nest.armed = false;
         h->nested_done = true;
         tu_eventfd_drain(h->fd);
@@ -68,7 +68,7 @@ static void cb_nest_once(void *opaque)
             g_nest.victim = h->peer;
             tu_eventfd_signal(g_nest.trigger->fd);
         }
-        g_nest.progress = nested_poll(h->loop);
+        g_nest.progress = th_nested_poll(h->loop);
         return;
     }
     if (g_nest.action == NESTED_DRAIN) {
@@ -111,8 +111,8 @@ static void nest_pair_setup(nest_pair *np, enum nested_action action)
 /* After the outer poll: exactly one handler nested; tells x from y. */
 static void nest_pair_identify(nest_pair *np)
 {
-    assert_int_equal(g_depth, 0);
-    assert_int_equal(g_max_depth, 1);
+    assert_int_equal(th_depth, 0);
+    assert_int_equal(th_max_depth, 1);
     assert_true(np->h[0].nested_done != np->h[1].nested_done);
     np->x = np->h[0].nested_done ? &np->h[0] : &np->h[1];
     np->y = np->x->peer;
@@ -176,7 +176,7 @@ static void remove_by_trigger(bool drain_peer)
         assert_in_range(np.y->reads, 0, 1);
         assert_int_equal(np.y->reads, np.y->nested_calls);
     }
-    poll_n(np.loop, 3, false);
+    th_poll_n(np.loop, 3, false);
     assert_int_equal(np.y->after_remove + trig.after_remove, 0);
     assert_true(aiol_fd_is_set(np.loop, trig.fd));
     nest_pair_teardown(&np);
@@ -224,7 +224,7 @@ static void test_no_double_dispatch_level_triggered(void **state)
     nest_pair_identify(&np);
     assert_int_equal(np.y->reads, 1);
     assert_int_equal(np.y->nested_calls, 1);
-    poll_n(np.loop, 2, true);
+    th_poll_n(np.loop, 2, true);
     assert_int_equal(np.y->reads, 3);
     assert_int_equal(np.y->nested_calls, 1);
     assert_int_equal(np.x->reads, 1);               /* x drained */
@@ -250,7 +250,7 @@ static void cb_level(void *opaque)
 
     th_note(h);
     h->reads++;
-    assert_int_equal(g_depth, i);
+    assert_int_equal(th_depth, i);
     tu_eventfd_drain(h->fd);
     if (i > 0) {
         th_remove(&g_lvl[i - 1]);
@@ -258,12 +258,12 @@ static void cb_level(void *opaque)
     if (i == DEPTH) {
         return;
     }
-    th_add(&g_extra[i], h->loop, tu_eventfd(), cb_read, NULL);
+    th_add(&g_extra[i], h->loop, tu_eventfd(), th_cb_read, NULL);
     tu_eventfd_signal(g_extra[i].fd);
     th_add(&g_lvl[i + 1], h->loop, tu_eventfd(), cb_level, NULL);
     tu_eventfd_signal(g_lvl[i + 1].fd);
     th_remove(&g_extra[i]);
-    assert_true(nested_poll(h->loop));   /* runs level i + 1 */
+    assert_true(th_nested_poll(h->loop));   /* runs level i + 1 */
 }
 
 static void test_nested_poll_depth(void **state)
@@ -277,8 +277,8 @@ static void test_nested_poll_depth(void **state)
     tu_eventfd_signal(g_lvl[0].fd);
 
     assert_true(aiol_loop_poll(loop, false));
-    assert_int_equal(g_depth, 0);
-    assert_int_equal(g_max_depth, DEPTH);
+    assert_int_equal(th_depth, 0);
+    assert_int_equal(th_max_depth, DEPTH);
     for (int i = 0; i <= DEPTH; i++) {
         assert_int_equal(g_lvl[i].reads, 1);
         assert_int_equal(g_lvl[i].after_remove, 0);
@@ -302,7 +302,7 @@ static void test_nested_poll_depth(void **state)
     }
 }
 
-#define T(f) cmocka_unit_test_setup(f, reset_globals)
+#define T(f) cmocka_unit_test_setup(f, th_reset)
 
 int main(void)
 {

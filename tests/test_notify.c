@@ -31,7 +31,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 static aiol_loop *settled_loop(void)
 {
@@ -47,27 +47,27 @@ static void test_notify_unblocked_costs_no_syscall(void **state)
 {
     aiol_loop *loop = settled_loop();
     aiol_loop_stats before, after;
-    tu_watchdog w;
+    lw_watchdog w;
 
     (void)state;
-    before = tu_stats(loop);
+    before = lw_stats(loop);
     aiol_loop_notify(loop);
     aiol_loop_notify(loop);
     aiol_loop_notify(loop);
-    assert_int_equal(tu_stats(loop).notify_kicks, before.notify_kicks);
+    assert_int_equal(lw_stats(loop).notify_kicks, before.notify_kicks);
 
     /*
      * The next blocking poll does not sleep: exactly one iteration with
      * one zero-timeout wait, no progress (only internal work), and still
      * no eventfd write.
      */
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     assert_false(aiol_loop_poll(loop, true));
-    assert_int_equal(tu_watchdog_free(&w), 0);
-    after = tu_stats(loop);
+    assert_int_equal(lw_watchdog_free(&w), 0);
+    after = lw_stats(loop);
     assert_int_equal(after.iterations - before.iterations, 1);
     assert_int_equal(after.monitor_waits - before.monitor_waits,
-                     tu_idle_look_waits(loop));
+                     lw_idle_look_waits(loop));
     assert_int_equal(after.notify_kicks, before.notify_kicks);
     assert_int_equal(after.timer_runs, before.timer_runs);
     aiol_loop_free(loop);
@@ -77,7 +77,7 @@ static void test_notify_consumed_once(void **state)
 {
     aiol_loop *loop = settled_loop();
     aiol_loop_stats before;
-    tu_watchdog w;
+    lw_watchdog w;
 
     (void)state;
     /*
@@ -86,15 +86,15 @@ static void test_notify_consumed_once(void **state)
      * before it: the watchdog would make the poll return true).
      */
     aiol_loop_notify(loop);
-    before = tu_stats(loop);
-    tu_watchdog_arm(&w, loop, TU_MS(50));
+    before = lw_stats(loop);
+    lw_watchdog_arm(&w, loop, LW_MS(50));
     assert_false(aiol_loop_poll(loop, true));
     assert_int_equal(w.fired, 0);
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(w.fired, 1);
-    assert_int_equal(tu_stats(loop).iterations - before.iterations, 2);
-    assert_int_equal(tu_stats(loop).notify_kicks, before.notify_kicks);
-    tu_watchdog_free(&w);
+    assert_int_equal(lw_stats(loop).iterations - before.iterations, 2);
+    assert_int_equal(lw_stats(loop).notify_kicks, before.notify_kicks);
+    lw_watchdog_free(&w);
     aiol_loop_free(loop);
 }
 
@@ -107,15 +107,15 @@ static void test_notify_nonblocking_poll_one_wait(void **state)
 
     (void)state;
     for (int i = 0; i < 10; i++) {
-        before = tu_stats(loop);
+        before = lw_stats(loop);
         if (i % 2) {
             aiol_loop_notify(loop);    /* a pending notify changes nothing */
         }
         assert_false(aiol_loop_poll(loop, false));
-        after = tu_stats(loop);
+        after = lw_stats(loop);
         assert_int_equal(after.iterations - before.iterations, 1);
         assert_int_equal(after.monitor_waits - before.monitor_waits,
-                         tu_idle_look_waits(loop));
+                         lw_idle_look_waits(loop));
         assert_int_equal(after.notify_kicks, before.notify_kicks);
         assert_int_equal(after.callbacks - before.callbacks, 0);
     }
@@ -135,7 +135,7 @@ static void *thread_notify(void *opaque)
 {
     notifier *n = opaque;
 
-    tu_sleep_ns(n->delay_ns);
+    lw_sleep_ns(n->delay_ns);
     for (int i = 0; i < n->count; i++) {
         aiol_loop_notify(n->loop);
     }
@@ -154,24 +154,24 @@ static void test_notify_cross_thread_wakes_blocking_poll(void **state)
     aiol_loop *loop = settled_loop();
     static notifier n;
     aiol_loop_stats before;
-    tu_watchdog w;
+    lw_watchdog w;
     pthread_t t;
 
     (void)state;
     n.loop = loop;
-    n.delay_ns = TU_MS(5);
+    n.delay_ns = LW_MS(5);
     n.count = 0;        /* just the final notify */
     for (int round = 0; round < 5; round++) {
         atomic_store(&n.done, false);
-        before = tu_stats(loop);
-        tu_watchdog_arm(&w, loop, TU_MS(5000));
+        before = lw_stats(loop);
+        lw_watchdog_arm(&w, loop, LW_MS(5000));
         assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
         assert_false(aiol_loop_poll(loop, true));
         pthread_join(t, NULL);
-        assert_int_equal(tu_watchdog_free(&w), 0);
+        assert_int_equal(lw_watchdog_free(&w), 0);
         /* one eventfd write if the loop was asleep, none if not yet */
-        assert_true(tu_stats(loop).notify_kicks - before.notify_kicks <= 1);
-        assert_int_equal(tu_stats(loop).iterations - before.iterations, 1);
+        assert_true(lw_stats(loop).notify_kicks - before.notify_kicks <= 1);
+        assert_int_equal(lw_stats(loop).iterations - before.iterations, 1);
     }
     aiol_loop_free(loop);
 }
@@ -187,21 +187,21 @@ static void test_notify_many_while_blocked_few_kicks(void **state)
     /* a burst while the loop sleeps: the first write wakes it, the rest
      * ride along until the loop blocks again */
     n.loop = loop;
-    n.delay_ns = TU_MS(5);
+    n.delay_ns = LW_MS(5);
     n.count = 1000;
     for (int round = 0; round < 3; round++) {
-        tu_watchdog w;
+        lw_watchdog w;
 
         atomic_store(&n.done, false);
-        before = tu_stats(loop);
-        tu_watchdog_arm(&w, loop, TU_MS(5000));
+        before = lw_stats(loop);
+        lw_watchdog_arm(&w, loop, LW_MS(5000));
         assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
         while (!atomic_load(&n.done)) {
             assert_false(aiol_loop_poll(loop, true));
         }
         pthread_join(t, NULL);
-        assert_int_equal(tu_watchdog_free(&w), 0);
-        after = tu_stats(loop);
+        assert_int_equal(lw_watchdog_free(&w), 0);
+        after = lw_stats(loop);
         /*
          * At most one write per wakeup: a write needs the loop to drain
          * the eventfd before the next one.  (When the loop gets to run
@@ -222,13 +222,13 @@ static void test_notify_many_while_blocked_few_kicks(void **state)
     n.delay_ns = 0;
     n.count = 200000;
     atomic_store(&n.done, false);
-    before = tu_stats(loop);
+    before = lw_stats(loop);
     assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
     while (!atomic_load(&n.done)) {
         aiol_loop_poll(loop, true);
     }
     pthread_join(t, NULL);
-    after = tu_stats(loop);
+    after = lw_stats(loop);
     assert_true(after.notify_kicks - before.notify_kicks <=
                 after.iterations - before.iterations + 1);
     assert_true(after.notify_kicks - before.notify_kicks < 200000 / 2);
@@ -248,14 +248,14 @@ static void test_notify_never_kicks_nonblocking_poller(void **state)
     n.delay_ns = 0;
     n.count = 100000;
     atomic_store(&n.done, false);
-    before = tu_stats(loop);
+    before = lw_stats(loop);
     assert_int_equal(pthread_create(&t, NULL, thread_notify, &n), 0);
     while (!atomic_load(&n.done)) {
         aiol_loop_poll(loop, false);
         sched_yield();
     }
     pthread_join(t, NULL);
-    assert_int_equal(tu_stats(loop).notify_kicks, before.notify_kicks);
+    assert_int_equal(lw_stats(loop).notify_kicks, before.notify_kicks);
     aiol_loop_free(loop);
 }
 

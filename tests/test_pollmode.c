@@ -36,7 +36,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 /* A virtqueue: the peer adds to avail, the loop serves up to it. */
 typedef struct vq {
@@ -161,7 +161,7 @@ static bool vq_wait_served(vq *v, int n)
  * longer than the window but within max (the window grows, then the loop
  * sleeps after polling), some longer than max (the window resets).
  */
-static const int64_t pauses_ns[] = { 0, TU_US(20), TU_US(300), TU_MS(3) };
+static const int64_t pauses_ns[] = { 0, LW_US(20), LW_US(300), LW_MS(3) };
 
 static void *peer_main(void *arg)
 {
@@ -173,7 +173,7 @@ static void *peer_main(void *arg)
             v->lost = i;
             break;
         }
-        tu_sleep_ns(pauses_ns[i % 4]);
+        lw_sleep_ns(pauses_ns[i % 4]);
     }
     atomic_store(&v->done, true);
     aiol_loop_notify(v->loop);
@@ -189,7 +189,7 @@ static void test_pollmode_peer_never_stranded(void **state)
     (void)state;
     vq_init(&v, loop);
     v.requests = 200;
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(1), 0, 0), 0);
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(1), 0, 0), 0);
     assert_int_equal(pthread_create(&peer, NULL, peer_main, &v), 0);
     while (!atomic_load(&v.done)) {
         aiol_loop_poll(loop, true);
@@ -222,7 +222,7 @@ static void vq_start_polling(vq *v)
     assert_int_equal(aiol_timer_new(c, cb_flag, &fired, &t), 0);
     for (int i = 0; i < 20 && atomic_load(&v->notify_on); i++) {
         fired = 0;
-        assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + TU_US(100)),
+        assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + LW_US(100)),
                          0);
         while (!fired) {
             aiol_loop_poll(v->loop, true);
@@ -246,7 +246,7 @@ static void test_pollmode_prepare_ends_polling(void **state)
 
     (void)state;
     vq_init(&v, loop);
-    assert_int_equal(aiol_loop_set_poll_params(loop, TU_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
 
     /* nothing queued: prepare turns notifications on, the host may sleep */
     vq_start_polling(&v);

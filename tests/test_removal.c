@@ -35,8 +35,8 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "th.h"
-#include "tuplus.h"
+#include "testhandler.h"
+#include "loopwatch.h"
 
 static aiol_loop_stats stats(aiol_loop *loop)
 {
@@ -69,7 +69,7 @@ static uint64_t waits_until_timer(aiol_loop *loop)
 
     assert_int_equal(aiol_timer_new(aiol_loop_clock(loop), cb_fired, &fired,
                                     &t), 0);
-    assert_int_equal(aiol_timer_mod(t, aiol_clock_now_ns() + TU_MS(20)), 0);
+    assert_int_equal(aiol_timer_mod(t, aiol_clock_now_ns() + LW_MS(20)), 0);
     while (!fired) {
         aiol_loop_poll(loop, true);
     }
@@ -93,14 +93,14 @@ static void test_removed_ready_fd(void **state)
     (void)state;
     for (int i = 0; i < NOTHER; i++) {
         others[i] = tu_eventfd();
-        th_add(&ho[i], loop, others[i], cb_read, NULL);
+        th_add(&ho[i], loop, others[i], th_cb_read, NULL);
     }
-    th_add(&h, loop, efd, cb_read, NULL);
-    poll_n(loop, 1, false);                 /* the registration is made */
+    th_add(&h, loop, efd, th_cb_read, NULL);
+    th_poll_n(loop, 1, false);                 /* the registration is made */
     th_remove(&h);
     tu_eventfd_signal(efd);                 /* stays readable: nobody reads */
     c0 = stats(loop).monitor_ctls;
-    poll_n(loop, 3, false);
+    th_poll_n(loop, 3, false);
     if (is_epoll(loop)) {
         assert_int_equal(stats(loop).monitor_ctls - c0, 1); /* one DEL */
     }
@@ -124,27 +124,28 @@ static void test_set_again_after_removal(void **state)
     th h;
 
     (void)state;
-    th_add(&h, loop, efd, cb_read, NULL);
+    th_add(&h, loop, efd, th_cb_read, NULL);
     h.drain = true;
-    poll_n(loop, 1, false);
+    th_poll_n(loop, 1, false);
     for (int round = 1; round <= 3; round++) {
         assert_int_equal(aiol_fd_remove(loop, efd), 0);
         c0 = stats(loop).monitor_ctls;
-        assert_int_equal(aiol_fd_set(loop, efd, cb_read, NULL, NULL, &h), 0);
-        poll_n(loop, 1, false);
+        assert_int_equal(aiol_fd_set(loop, efd, th_cb_read, NULL, NULL, &h), 0);
+        th_poll_n(loop, 1, false);
         if (is_epoll(loop)) {
             /* ADD fails with EEXIST: the kept registration serves */
             assert_int_equal(stats(loop).monitor_ctls - c0, 1);
         }
         tu_eventfd_signal(efd);
-        poll_n(loop, 1, true);
+        th_poll_n(loop, 1, true);
         assert_int_equal(h.reads, round);
     }
     /* more events than the kept registration has: the probe, then MOD */
     assert_int_equal(aiol_fd_remove(loop, efd), 0);
     c0 = stats(loop).monitor_ctls;
-    assert_int_equal(aiol_fd_set(loop, efd, cb_read, cb_write, NULL, &h), 0);
-    poll_n(loop, 1, true);                   /* an eventfd is writable */
+    assert_int_equal(aiol_fd_set(loop, efd, th_cb_read, th_cb_write, NULL, &h),
+                     0);
+    th_poll_n(loop, 1, true);                   /* an eventfd is writable */
     assert_true(h.writes >= 1);
     if (is_epoll(loop)) {
         assert_int_equal(stats(loop).monitor_ctls - c0, 2);
@@ -163,21 +164,21 @@ static void test_closed_and_reused(void **state)
     th h, h2;
 
     (void)state;
-    th_add(&h, loop, efd, cb_read, NULL);
-    poll_n(loop, 1, false);
+    th_add(&h, loop, efd, th_cb_read, NULL);
+    th_poll_n(loop, 1, false);
     th_remove(&h);
     close(efd);                              /* the file goes with its fd */
     again = tu_eventfd();
     assert_int_equal(again, efd);
     c0 = stats(loop).monitor_ctls;
-    th_add(&h2, loop, again, cb_read, NULL);
+    th_add(&h2, loop, again, th_cb_read, NULL);
     h2.drain = true;
-    poll_n(loop, 1, false);
+    th_poll_n(loop, 1, false);
     if (is_epoll(loop)) {
         assert_int_equal(stats(loop).monitor_ctls - c0, 1); /* a plain ADD */
     }
     tu_eventfd_signal(again);
-    poll_n(loop, 1, true);
+    th_poll_n(loop, 1, true);
     assert_int_equal(h2.reads, 1);
     assert_int_equal(h.reads, 0);
     aiol_loop_free(loop);
@@ -198,31 +199,31 @@ static void outlived(bool reuse)
     th h, h2, ho;
 
     assert_true(keep >= 0);
-    th_add(&h, loop, efd, cb_read, NULL);
-    th_add(&ho, loop, other, cb_read, NULL);
+    th_add(&h, loop, efd, th_cb_read, NULL);
+    th_add(&ho, loop, other, th_cb_read, NULL);
     ho.drain = true;
-    poll_n(loop, 1, false);
+    th_poll_n(loop, 1, false);
     th_remove(&h);
     close(efd);                              /* the file lives on in keep */
     if (reuse) {
         again = tu_eventfd();
         assert_int_equal(again, efd);
-        th_add(&h2, loop, again, cb_read, NULL);
+        th_add(&h2, loop, again, th_cb_read, NULL);
         h2.drain = true;
-        poll_n(loop, 1, false);
+        th_poll_n(loop, 1, false);
     }
     tu_eventfd_signal(keep);                 /* ready for good: none reads */
-    poll_n(loop, 2, false);
+    th_poll_n(loop, 2, false);
     assert_true(waits_until_timer(loop) <= 5);
     assert_int_equal(h.reads, 0);
     if (reuse) {
         assert_int_equal(h2.reads, 0);
         tu_eventfd_signal(again);
-        poll_n(loop, 1, true);
+        th_poll_n(loop, 1, true);
         assert_int_equal(h2.reads, 1);
     }
     tu_eventfd_signal(other);
-    poll_n(loop, 1, true);
+    th_poll_n(loop, 1, true);
     assert_int_equal(ho.reads, 1);
     assert_int_equal(h.after_remove, 0);
     aiol_loop_free(loop);
@@ -264,20 +265,20 @@ static void test_host_epoll_keeps_loop_fd(void **state)
     (void)state;
     assert_true(host >= 0 && early_keep >= 0 && keep >= 0);
     /* removed and closed before the hand-out, its file alive */
-    th_add(&he, loop, early, cb_read, NULL);
-    poll_n(loop, 1, false);
+    th_add(&he, loop, early, th_cb_read, NULL);
+    th_poll_n(loop, 1, false);
     th_remove(&he);
     close(early);
 
-    th_add(&h, loop, efd, cb_read, NULL);
-    th_add(&hl, loop, live, cb_read, NULL);
+    th_add(&h, loop, efd, th_cb_read, NULL);
+    th_add(&hl, loop, live, th_cb_read, NULL);
     hl.drain = true;
     lfd = aiol_loop_get_fd(loop);
     assert_true(lfd >= 0);
     assert_int_equal(epoll_ctl(host, EPOLL_CTL_ADD, lfd, &ev), 0);
     aiol_loop_prepare(loop);
     aiol_loop_check(loop);
-    poll_n(loop, 1, false);
+    th_poll_n(loop, 1, false);
     th_remove(&h);
     close(efd);                              /* the file lives on in keep */
     tu_eventfd_signal(keep);
@@ -376,9 +377,10 @@ static void test_removed_on_another_thread(void **state)
     th hm, ht;
 
     (void)state;
-    th_add(&hm, loop, mine, cb_read, NULL);
-    th_add(&ht, loop, theirs, cb_read, NULL);
-    poll_n(loop, 1, false); /* this thread polls: the registrations are made */
+    th_add(&hm, loop, mine, th_cb_read, NULL);
+    th_add(&ht, loop, theirs, th_cb_read, NULL);
+    /* this thread polls: the registrations are made */
+    th_poll_n(loop, 1, false);
     if (is_epoll(loop)) {
         assert_true(epoll_watches(mine) && epoll_watches(theirs));
     }
@@ -423,10 +425,10 @@ static void test_kept_removal_dropped_when_poller_changes(void **state)
     th hg, hl;
 
     (void)state;
-    th_add(&hg, loop, gone, cb_read, NULL);
-    th_add(&hl, loop, live, cb_read, NULL);
+    th_add(&hg, loop, gone, th_cb_read, NULL);
+    th_add(&hl, loop, live, th_cb_read, NULL);
     hl.drain = true;
-    poll_n(loop, 1, false);
+    th_poll_n(loop, 1, false);
     th_remove(&hg);
     c0 = stats(loop).monitor_ctls;
     assert_int_equal(pthread_create(&t, NULL, poll_once_thread, loop), 0);
@@ -532,7 +534,7 @@ static void test_cross_thread_remove_close_reuse(void **state)
     aiol_loop_free(ch.loop);
 }
 
-#define T(f) cmocka_unit_test_setup(f, reset_globals)
+#define T(f) cmocka_unit_test_setup(f, th_reset)
 
 int main(void)
 {

@@ -29,10 +29,11 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
+#include "prng.h"
 
 /*
- * Spins until *@p v >= @p want: briefly without yielding (so the next
+ * Spins until *@p v >= @p want: a short while without yielding (so the next
  * request often lands while the loop thread is between two polls, the
  * racy moment for a wakeup), then yielding the CPU.
  */
@@ -132,7 +133,7 @@ static void ping_pong(bool oneshot, long total)
     /* every round trip needed a wakeup; polls can only be fewer by batching */
     assert_true(polls >= total / PP_SIDES);
     if (oneshot) {
-        assert_int_equal(tu_stats(loop).bh_runs, (uint64_t)total);
+        assert_int_equal(lw_stats(loop).bh_runs, (uint64_t)total);
     }
     aiol_loop_free(loop);    /* aborts if a one-shot was never run/freed */
 }
@@ -263,7 +264,7 @@ static void test_stress_bh_schedule_storm(void **state)
     aiol_loop_poll(loop, false);
     assert_false(aiol_loop_poll(loop, false));
     storms_check(loop);
-    assert_int_equal(tu_stats(loop).bh_runs,
+    assert_int_equal(lw_stats(loop).bh_runs,
                      (uint64_t)(g_storm[0].runs + g_storm[1].runs));
     aiol_loop_free(loop);
 }
@@ -370,7 +371,7 @@ static void *changer_thread(void *opaque)
     for (int k = 0; k < CH_ROUNDS; k++) {
         int fd = c->fds[k % CH_FDS];
         inst *a = &c->insts[n++];
-        uint64_t x = tu_rand(&rng) % 4;
+        uint64_t x = prng_next(&rng) % 4;
 
         ch_set(c, fd, a);
         if (x == 0) {

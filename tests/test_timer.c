@@ -25,7 +25,7 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 #define MAX_ORDER 128
 
@@ -114,20 +114,20 @@ static void test_timer_deadline_order(void **state)
     }
     assert_true(aiol_loop_poll(loop, false));
     assert_order(expect, 5);
-    assert_int_equal(tu_stats(loop).timer_runs, 5);
+    assert_int_equal(lw_stats(loop).timer_runs, 5);
 
     /* ahead of now: blocking polls wake for them in deadline order */
     g_norder = 0;
     now = aiol_clock_get_ns(c);
     for (int i = 0; i < 5; i++) {
-        arm(&r[i], now + TU_US(off[i] * 5));    /* 0.5 ms .. 2.5 ms */
+        arm(&r[i], now + LW_US(off[i] * 5));    /* 0.5 ms .. 2.5 ms */
     }
     while (g_norder < 5 && polls < 1000) {
         aiol_loop_poll(loop, true);
         polls++;
     }
     assert_order(expect, 5);
-    assert_int_equal(tu_stats(loop).timer_runs, 10);
+    assert_int_equal(lw_stats(loop).timer_runs, 10);
     for (int i = 0; i < 5; i++) {
         assert_false(aiol_timer_is_armed(r[i].t));
         aiol_timer_free(r[i].t);
@@ -228,7 +228,7 @@ static void test_timer_mod_reorders(void **state)
     arm(&a, PAST(1));
     assert_true(aiol_loop_poll(loop, false));
     assert_order((const int[]){ 'B', 'A' }, 2);
-    assert_int_equal(tu_stats(loop).timer_runs, 8);
+    assert_int_equal(lw_stats(loop).timer_runs, 8);
 
     aiol_timer_free(a.t);
     aiol_timer_free(b.t);
@@ -258,7 +258,7 @@ static void test_timer_cancel(void **state)
     assert_int_equal(aiol_timer_expire_ns(r[5].t), PAST(50));
     assert_true(aiol_loop_poll(loop, false));
     assert_order((const int[]){ 8, 7, 6, 5, 3, 2, 1 }, 7);
-    assert_int_equal(tu_stats(loop).timer_runs, 7);
+    assert_int_equal(lw_stats(loop).timer_runs, 7);
 
     /* cancelling a disarmed timer is a no-op; a cancelled one re-arms */
     aiol_timer_cancel(r[9].t);
@@ -314,7 +314,7 @@ static void test_timer_rearm_now_once_per_iteration(void **state)
 {
     aiol_loop *loop = tu_loop_new();
     aiol_clock *c = aiol_loop_clock(loop);
-    tu_watchdog w;
+    lw_watchdog w;
     trec r;
 
     (void)state;
@@ -325,16 +325,16 @@ static void test_timer_rearm_now_once_per_iteration(void **state)
     for (int i = 1; i <= 10; i++) {
         assert_true(aiol_loop_poll(loop, false));
         assert_int_equal(r.runs, i);
-        assert_int_equal(tu_stats(loop).timer_runs, (uint64_t)i);
+        assert_int_equal(lw_stats(loop).timer_runs, (uint64_t)i);
     }
     /* blocking polls do not sleep on a due timer, and fire it once each */
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     for (int i = 11; i <= 20; i++) {
         assert_true(aiol_loop_poll(loop, true));
         assert_int_equal(r.runs, i);
     }
-    assert_int_equal(tu_watchdog_free(&w), 0);
-    assert_int_equal(tu_stats(loop).iterations, 20);
+    assert_int_equal(lw_watchdog_free(&w), 0);
+    assert_int_equal(lw_stats(loop).iterations, 20);
     aiol_timer_free(r.t);
     aiol_loop_free(loop);
 }
@@ -407,7 +407,7 @@ static void test_timer_free_from_callback(void **state)
     assert_null(a.t);
     assert_null(d.t);
     assert_false(aiol_loop_poll(loop, false));
-    assert_int_equal(tu_stats(loop).timer_runs, 3);
+    assert_int_equal(lw_stats(loop).timer_runs, 3);
     aiol_timer_free(b.t);
     aiol_timer_free(e.t);
     aiol_timer_free(NULL);             /* no-op */
@@ -421,21 +421,21 @@ static void test_timer_blocking_poll_fires(void **state)
     aiol_loop *loop = tu_loop_new();
     aiol_clock *c = aiol_loop_clock(loop);
     aiol_loop_stats before;
-    tu_watchdog w;
+    lw_watchdog w;
     trec r;
 
     (void)state;
     trec_init(&r, c, 1, cb_count);
     assert_false(aiol_loop_poll(loop, false));  /* consume a start-up wakeup */
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
-    before = tu_stats(loop);
-    arm(&r, aiol_clock_get_ns(c) + TU_MS(2));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
+    before = lw_stats(loop);
+    arm(&r, aiol_clock_get_ns(c) + LW_MS(2));
     /* the one blocking poll sleeps until the timer and fires it */
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(r.runs, 1);
-    assert_int_equal(tu_stats(loop).timer_runs - before.timer_runs, 1);
-    assert_int_equal(tu_stats(loop).iterations - before.iterations, 1);
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_stats(loop).timer_runs - before.timer_runs, 1);
+    assert_int_equal(lw_stats(loop).iterations - before.iterations, 1);
+    assert_int_equal(lw_watchdog_free(&w), 0);
     aiol_timer_free(r.t);
     aiol_loop_free(loop);
 }
@@ -445,32 +445,32 @@ static void test_timer_ns_precision(void **state)
     aiol_loop *loop = tu_loop_new();
     aiol_clock *c = aiol_loop_clock(loop);
     aiol_loop_stats before;
-    tu_watchdog w;
+    lw_watchdog w;
     trec r;
 
     (void)state;
     trec_init(&r, c, 1, cb_count);
     assert_false(aiol_loop_poll(loop, false));
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     for (int round = 0; round < 5; round++) {
         uint64_t polls;
 
-        before = tu_stats(loop);
-        arm(&r, aiol_clock_get_ns(c) + TU_US(300));
+        before = lw_stats(loop);
+        arm(&r, aiol_clock_get_ns(c) + LW_US(300));
         while (r.runs == round) {
             aiol_loop_poll(loop, true);
             /* a wait rounded to 0 would spin here for thousands of polls */
-            assert_true(tu_stats(loop).iterations - before.iterations <= 3);
+            assert_true(lw_stats(loop).iterations - before.iterations <= 3);
         }
-        polls = tu_stats(loop).iterations - before.iterations;
+        polls = lw_stats(loop).iterations - before.iterations;
         assert_true(polls >= 1 && polls <= 3);
         assert_int_equal(r.runs, round + 1);
     }
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
 
     /* the same for aiol_loop_poll_deadline() with no timer at all */
     for (int round = 0; round < 5; round++) {
-        int64_t deadline = aiol_clock_now_ns() + TU_US(300);
+        int64_t deadline = aiol_clock_now_ns() + LW_US(300);
         int polls = 0;
 
         while (aiol_clock_now_ns() < deadline) {
@@ -496,14 +496,14 @@ static void test_timer_custom_clock_blocking_poll(void **state)
     aiol_loop *loop = tu_loop_new();
     static int64_t fake = (int64_t)1 << 40;
     aiol_clock *fc;
-    tu_watchdog w;
+    lw_watchdog w;
     trec r;
 
     (void)state;
     assert_int_equal(aiol_clock_new(loop, fake_now, &fake, &fc), 0);
     assert_int_equal(aiol_clock_get_ns(fc), fake);
     trec_init(&r, fc, 1, cb_count);
-    arm(&r, fake + TU_MS(1));
+    arm(&r, fake + LW_MS(1));
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(r.runs, 0);
 
@@ -512,18 +512,18 @@ static void test_timer_custom_clock_blocking_poll(void **state)
      * blocking poll must still come back (the loop sleeps as if the clock
      * ran at real speed) instead of sleeping until the watchdog.
      */
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     assert_false(aiol_loop_poll(loop, true));
     assert_int_equal(r.runs, 0);
     assert_true(aiol_timer_is_armed(r.t));
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
 
     /* once the fake clock reaches it, it fires without sleeping */
-    fake += TU_MS(1);
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    fake += LW_MS(1);
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(r.runs, 1);
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
 
     aiol_timer_free(r.t);
     aiol_clock_free(fc);
@@ -541,7 +541,7 @@ static void test_timer_custom_clock_blocking_poll(void **state)
 static void assert_not_due(aiol_loop *loop, trec *r, bool none)
 {
     int64_t d = aiol_loop_prepare(loop);
-    int64_t deadline = aiol_clock_now_ns() + TU_MS(2);
+    int64_t deadline = aiol_clock_now_ns() + LW_MS(2);
     int polls = 0;
 
     assert_true(none ? d == AIOL_DEADLINE_NONE
@@ -606,7 +606,7 @@ static void test_timer_custom_clock_extreme_deadlines(void **state)
         { -HOUR, -HOUR - 1, -1 },
     };
     aiol_clock *fc;
-    tu_watchdog w;
+    lw_watchdog w;
     int64_t d, mono;
     trec r;
 
@@ -631,14 +631,14 @@ static void test_timer_custom_clock_extreme_deadlines(void **state)
     d = aiol_loop_prepare(loop);
     assert_true(d >= mono + HOUR / 2 && d <= aiol_clock_now_ns() + HOUR / 2);
     assert_false(aiol_loop_check(loop));
-    arm(&r, fake + TU_MS(1));
-    tu_watchdog_arm(&w, loop, TU_MS(5000));
+    arm(&r, fake + LW_MS(1));
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
     r.runs = 0;
     assert_false(aiol_loop_poll(loop, true)); /* sleeps ~1 ms, not forever */
-    fake += TU_MS(1);
+    fake += LW_MS(1);
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(r.runs, 1);
-    assert_int_equal(tu_watchdog_free(&w), 0);
+    assert_int_equal(lw_watchdog_free(&w), 0);
     aiol_timer_free(r.t);
     aiol_clock_free(fc);
     aiol_loop_free(loop);

@@ -20,7 +20,8 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "tuplus.h"
+#include "loopwatch.h"
+#include "prng.h"
 
 static int64_t fake_now(void *opaque)
 {
@@ -75,7 +76,7 @@ static void m_cancel(mtimer *m)
 /* A deadline strictly after the fake time: never due in the current run. */
 static int64_t m_future(void)
 {
-    return S.now + 1 + (int64_t)(tu_rand(&S.rng) % 2000) * 500;
+    return S.now + 1 + (int64_t)(prng_next(&S.rng) % 2000) * 500;
 }
 
 static void cb_stress(void *opaque)
@@ -99,16 +100,16 @@ static void cb_stress(void *opaque)
     S.fires++;
 
     /* shake the heap from inside the run */
-    x = tu_rand(&S.rng) % 100;
+    x = prng_next(&S.rng) % 100;
     if (S.now >= 2 * SPAN) {
         return;          /* wind down: the test ends at 3 * SPAN */
     }
     if (x < 10) {
         m_arm(m, m_future());
     } else if (x < 15) {
-        m_cancel(&S.m[tu_rand(&S.rng) % NSTRESS]);
+        m_cancel(&S.m[prng_next(&S.rng) % NSTRESS]);
     } else if (x < 20) {
-        m_arm(&S.m[tu_rand(&S.rng) % NSTRESS], m_future());
+        m_arm(&S.m[prng_next(&S.rng) % NSTRESS], m_future());
     }
 }
 
@@ -141,23 +142,23 @@ static void test_timer_heap_stress(void **state)
     }
     /* 2000 distinct deadlines for 10000 timers: many ties */
     for (int i = 0; i < NSTRESS; i++) {
-        m_arm(&S.m[tu_rand(&S.rng) % NSTRESS], m_future());
+        m_arm(&S.m[prng_next(&S.rng) % NSTRESS], m_future());
     }
     for (int i = 0; i < NSTRESS / 10; i++) {
-        m_cancel(&S.m[tu_rand(&S.rng) % NSTRESS]);
+        m_cancel(&S.m[prng_next(&S.rng) % NSTRESS]);
     }
     while (S.now <= 3 * SPAN) {
         /* between runs: more cancels and re-arms into the future */
         for (int k = 0; k < 20; k++) {
-            mtimer *m = &S.m[tu_rand(&S.rng) % NSTRESS];
+            mtimer *m = &S.m[prng_next(&S.rng) % NSTRESS];
 
-            if (tu_rand(&S.rng) % 3 == 0) {
+            if (prng_next(&S.rng) % 3 == 0) {
                 m_cancel(m);
             } else if (S.now < 2 * SPAN) {
                 m_arm(m, m_future());
             }
         }
-        S.now += (int64_t)(tu_rand(&S.rng) % 20000);
+        S.now += (int64_t)(prng_next(&S.rng) % 20000);
         aiol_loop_poll(loop, false);
         if (++step % 64 == 0) {
             stress_check_model();
@@ -170,7 +171,7 @@ static void test_timer_heap_stress(void **state)
     /* every arming either fired once or was cancelled/re-armed over */
     assert_true(S.fires > NSTRESS / 2);
     assert_int_equal(S.fires + S.cancels + S.superseded, S.arms);
-    assert_int_equal(tu_stats(loop).timer_runs, (uint64_t)S.fires);
+    assert_int_equal(lw_stats(loop).timer_runs, (uint64_t)S.fires);
     for (int i = 0; i < NSTRESS; i++) {
         aiol_timer_free(S.m[i].t);
     }

@@ -5,9 +5,9 @@
  * one also for "epoll" and "poll").  When the machine cannot start an
  * io_uring loop the program exits 77 before any test runs.
  *
- * Requests are recorded in a struct treq (tureq.h).  A watchdog timer turns a
- * blocking poll that should have returned but hangs into a failure; no
- * test looks at a clock otherwise.
+ * Requests are recorded in a struct ur_req (uringreq.h).  A watchdog
+ * timer turns a blocking poll that should have returned but hangs into a
+ * failure; no test looks at a clock otherwise.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -30,30 +30,30 @@
 #include "aioloop/aioloop.h"
 #include "aioloop/uring.h"
 #include "testutil.h"
-#include "th.h"
-#include "tuplus.h"
-#include "tureq.h"
+#include "testhandler.h"
+#include "loopwatch.h"
+#include "uringreq.h"
 
-#define WATCHDOG_NS TUREQ_WATCHDOG_NS
+#define WATCHDOG_NS UR_WATCHDOG_NS
 
 /* --------------------------------------------- read, write + fsync chain */
 
-static void then_fsync(treq *w)
+static void then_fsync(ur_req *w)
 {
-    treq *fs = w->peer;
+    ur_req *fs = w->peer;
 
-    treq_init(fs, w->loop, OP_FSYNC, w->fd, NULL, 0, 0);
-    submit(fs);
+    ur_req_init(fs, w->loop, UR_FSYNC, w->fd, NULL, 0, 0);
+    ur_submit(fs);
     assert_true(aiol_uring_pending(w->loop) >= 1);
 }
 
 static void test_read_write_fsync(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     char path[] = "/tmp/aiol-uring-XXXXXX";
     static char content[4096], buf[4096], wbuf[512], check[512];
-    treq rd, wr, fs, many[8];
-    tu_watchdog wd;
+    ur_req rd, wr, fs, many[8];
+    lw_watchdog wd;
     int fd = mkstemp(path);
 
     (void)state;
@@ -63,27 +63,27 @@ static void test_read_write_fsync(void **state)
         content[i] = (char)('a' + i % 23);
     }
     assert_int_equal(pwrite(fd, content, sizeof(content), 0), sizeof(content));
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
     assert_int_equal(aiol_uring_pending(loop), 0);
 
     /* a read */
-    treq_init(&rd, loop, OP_READ, fd, buf, sizeof(buf), 0);
-    submit(&rd);
+    ur_req_init(&rd, loop, UR_READ, fd, buf, sizeof(buf), 0);
+    ur_submit(&rd);
     assert_int_equal(aiol_uring_pending(loop), 1);
-    poll_until(loop, &rd.ndone, 1, &wd);
+    ur_poll_until(loop, &rd.ndone, 1, &wd);
     assert_int_equal(rd.res, (int)sizeof(content));
     assert_memory_equal(buf, content, sizeof(content));
     assert_int_equal(aiol_uring_pending(loop), 0);
 
     /* a write, then an fsync submitted from the write's done callback */
     memset(wbuf, 'W', sizeof(wbuf));
-    treq_init(&wr, loop, OP_WRITE, fd, wbuf, sizeof(wbuf), 8192);
+    ur_req_init(&wr, loop, UR_WRITE, fd, wbuf, sizeof(wbuf), 8192);
     memset(&fs, 0, sizeof(fs));
     wr.then = then_fsync;
     wr.peer = &fs;
-    submit(&wr);
+    ur_submit(&wr);
     assert_int_equal(aiol_uring_pending(loop), 1);
-    poll_until(loop, &fs.ndone, 1, &wd);
+    ur_poll_until(loop, &fs.ndone, 1, &wd);
     assert_int_equal(wr.ndone, 1);
     assert_int_equal(wr.res, (int)sizeof(wbuf));
     assert_int_equal(fs.res, 0);
@@ -94,13 +94,13 @@ static void test_read_write_fsync(void **state)
 
     /* several at once: pending counts them all, each completes once */
     for (int i = 0; i < 8; i++) {
-        treq_init(&many[i], loop, OP_READ, fd, buf + i * 512, 512,
-                  (uint64_t)i * 512);
-        submit(&many[i]);
+        ur_req_init(&many[i], loop, UR_READ, fd, buf + i * 512, 512,
+                    (uint64_t)i * 512);
+        ur_submit(&many[i]);
         assert_int_equal(aiol_uring_pending(loop), (unsigned)i + 1);
     }
     for (int i = 0; i < 8; i++) {
-        poll_until(loop, &many[i].ndone, 1, &wd);
+        ur_poll_until(loop, &many[i].ndone, 1, &wd);
     }
     assert_int_equal(aiol_uring_pending(loop), 0);
     for (int i = 0; i < 8; i++) {
@@ -109,62 +109,62 @@ static void test_read_write_fsync(void **state)
     assert_memory_equal(buf, content, sizeof(content));
 
     /* nothing runs twice */
-    poll_idle(loop, 3);
+    ur_poll_idle(loop, 3);
     assert_int_equal(rd.ndone + wr.ndone + fs.ndone, 3);
     for (int i = 0; i < 8; i++) {
         assert_int_equal(many[i].ndone, 1);
         assert_int_equal(many[i].preps, 1);
     }
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
     close(fd);
 }
 
 /* --------------------------------------------------------------- cancel */
 
-static void then_cancel_peer(treq *r)
+static void then_cancel_peer(ur_req *r)
 {
     assert_int_equal(aiol_uring_cancel(r->peer->h), 0);
 }
 
 static void test_cancel(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     char buf[16], got;
-    treq r, a, b;
-    tu_watchdog wd;
+    ur_req r, a, b;
+    lw_watchdog wd;
     int p[2];
 
     (void)state;
-    blocking_pipe(p);
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    ur_blocking_pipe(p);
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
 
     /* cancel a read the kernel already holds */
-    treq_init(&r, loop, OP_READ, p[0], buf, sizeof(buf), 0);
-    submit(&r);
+    ur_req_init(&r, loop, UR_READ, p[0], buf, sizeof(buf), 0);
+    ur_submit(&r);
     assert_true(aiol_uring_flush(loop) >= 1);
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(r.ndone, 0);
     assert_int_equal(aiol_uring_pending(loop), 1);
     assert_int_equal(aiol_uring_cancel(r.h), 0);
-    poll_until(loop, &r.ndone, 1, &wd);
+    ur_poll_until(loop, &r.ndone, 1, &wd);
     assert_int_equal(r.res, -ECANCELED);
     assert_int_equal(aiol_uring_pending(loop), 0);
     /* the cancelled read consumes nothing and never completes again */
     tu_pipe_signal(p[1]);
-    poll_idle(loop, 3);
+    ur_poll_idle(loop, 3);
     assert_int_equal(r.ndone, 1);
-    assert_true(readable(p[0], 0));
+    assert_true(ur_readable(p[0], 0));
     assert_int_equal(read(p[0], &got, 1), 1);
 
     /* cancel a request that is still only queued on our side */
-    treq_init(&r, loop, OP_READ, p[0], buf, sizeof(buf), 0);
-    submit(&r);
+    ur_req_init(&r, loop, UR_READ, p[0], buf, sizeof(buf), 0);
+    ur_submit(&r);
     assert_int_equal(aiol_uring_cancel(r.h), 0);
-    poll_until(loop, &r.ndone, 1, &wd);
+    ur_poll_until(loop, &r.ndone, 1, &wd);
     assert_int_equal(r.res, -ECANCELED);
     tu_pipe_signal(p[1]);
-    poll_idle(loop, 3);
+    ur_poll_idle(loop, 3);
     assert_int_equal(r.ndone, 1);
     assert_int_equal(read(p[0], &got, 1), 1);
 
@@ -172,21 +172,21 @@ static void test_cancel(void **state)
      * Cancel a request that has finished but whose callback has not run
      * yet: it still runs exactly once, with its own result.
      */
-    treq_init(&a, loop, OP_NOP, -1, NULL, 0, 0);
-    treq_init(&b, loop, OP_NOP, -1, NULL, 0, 0);
+    ur_req_init(&a, loop, UR_NOP, -1, NULL, 0, 0);
+    ur_req_init(&b, loop, UR_NOP, -1, NULL, 0, 0);
     a.then = then_cancel_peer;
     a.peer = &b;
-    submit(&a);
-    submit(&b);
-    poll_until(loop, &b.ndone, 1, &wd);
+    ur_submit(&a);
+    ur_submit(&b);
+    ur_poll_until(loop, &b.ndone, 1, &wd);
     assert_int_equal(a.ndone, 1);
     assert_int_equal(a.res, 0);
     assert_true(b.res == 0 || b.res == -ECANCELED);
-    poll_idle(loop, 3);
+    ur_poll_idle(loop, 3);
     assert_int_equal(a.ndone + b.ndone, 2);
     assert_int_equal(aiol_uring_pending(loop), 0);
 
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
     close(p[0]);
     close(p[1]);
@@ -196,8 +196,8 @@ static void test_cancel(void **state)
 
 typedef struct nest_ctx {
     th h;
-    treq req;
-    tu_watchdog *wd;
+    ur_req req;
+    lw_watchdog *wd;
 } nest_ctx;
 
 /* fd read callback: submits a request and polls until it completed */
@@ -208,40 +208,40 @@ static void cb_read_submit_nested(void *opaque)
     th_note(&c->h);
     c->h.reads++;
     tu_eventfd_drain(c->h.fd);
-    treq_init(&c->req, c->h.loop, OP_NOP, -1, NULL, 0, 0);
-    submit(&c->req);
-    g_depth++;
-    poll_until(c->h.loop, &c->req.ndone, 1, c->wd);
-    g_depth--;
+    ur_req_init(&c->req, c->h.loop, UR_NOP, -1, NULL, 0, 0);
+    ur_submit(&c->req);
+    th_depth++;
+    ur_poll_until(c->h.loop, &c->req.ndone, 1, c->wd);
+    th_depth--;
     c->h.nested_done = true;
 }
 
 /* done callback: submits its peer and polls until the peer completed */
-static void then_submit_peer_nested(treq *r)
+static void then_submit_peer_nested(ur_req *r)
 {
-    submit(r->peer);
-    g_depth++;
-    poll_until(r->loop, &r->peer->ndone, 1, r->wd);
-    g_depth--;
+    ur_submit(r->peer);
+    th_depth++;
+    ur_poll_until(r->loop, &r->peer->ndone, 1, r->wd);
+    th_depth--;
 }
 
 /* done callback: polls until the already-submitted peer completed */
-static void then_wait_peer_nested(treq *r)
+static void then_wait_peer_nested(ur_req *r)
 {
-    g_depth++;
-    poll_until(r->loop, &r->peer->ndone, 1, r->wd);
-    g_depth--;
+    th_depth++;
+    ur_poll_until(r->loop, &r->peer->ndone, 1, r->wd);
+    th_depth--;
 }
 
 static void test_nested(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     nest_ctx c;
-    treq a, b, q[4];
-    tu_watchdog wd;
+    ur_req a, b, q[4];
+    lw_watchdog wd;
 
     (void)state;
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
 
     /* submitted and completed from inside an fd handler's nested poll */
     th_add(&c.h, loop, tu_eventfd(), cb_read_submit_nested, NULL);
@@ -253,24 +253,24 @@ static void test_nested(void **state)
     assert_int_equal(c.req.ndone, 1);
     assert_int_equal(c.req.depth, 1);
     assert_int_equal(c.req.res, 0);
-    poll_idle(loop, 2);
+    ur_poll_idle(loop, 2);
     assert_int_equal(c.h.reads, 1);
     assert_int_equal(c.req.ndone, 1);
     th_remove(&c.h);
     close(c.h.fd);
 
     /* a done callback submits another request and polls until it is done */
-    treq_init(&a, loop, OP_NOP, -1, NULL, 0, 0);
+    ur_req_init(&a, loop, UR_NOP, -1, NULL, 0, 0);
     a.then = then_submit_peer_nested;
     a.peer = &b;
     a.wd = &wd;
-    treq_init(&b, loop, OP_NOP, -1, NULL, 0, 0);
-    submit(&a);
-    poll_until(loop, &a.ndone, 1, &wd);
+    ur_req_init(&b, loop, UR_NOP, -1, NULL, 0, 0);
+    ur_submit(&a);
+    ur_poll_until(loop, &a.ndone, 1, &wd);
     assert_int_equal(b.ndone, 1);
     assert_int_equal(b.depth, 1);
     assert_true(b.seq > a.seq);
-    poll_idle(loop, 2);
+    ur_poll_idle(loop, 2);
     assert_int_equal(a.ndone + b.ndone, 2);
     assert_int_equal(aiol_uring_pending(loop), 0);
 
@@ -282,15 +282,15 @@ static void test_nested(void **state)
      * nothing may run twice.
      */
     for (int i = 0; i < 4; i++) {
-        treq_init(&q[i], loop, OP_NOP, -1, NULL, 0, 0);
+        ur_req_init(&q[i], loop, UR_NOP, -1, NULL, 0, 0);
         q[i].wd = &wd;
     }
     q[0].then = then_wait_peer_nested;
     q[0].peer = &q[3];
     for (int i = 0; i < 4; i++) {
-        submit(&q[i]);
+        ur_submit(&q[i]);
     }
-    poll_until(loop, &q[0].ndone, 1, &wd);
+    ur_poll_until(loop, &q[0].ndone, 1, &wd);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(q[i].ndone, 1);
         assert_int_equal(q[i].res, 0);
@@ -298,13 +298,13 @@ static void test_nested(void **state)
     assert_int_equal(q[0].depth, 0);
     assert_int_equal(q[3].depth, 1);
     assert_true(q[3].seq > q[0].seq);
-    poll_idle(loop, 2);
+    ur_poll_idle(loop, 2);
     for (int i = 0; i < 4; i++) {
         assert_int_equal(q[i].ndone, 1);
     }
     assert_int_equal(aiol_uring_pending(loop), 0);
 
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     assert_int_equal(c.h.after_remove, 0);
     aiol_loop_free(loop);
 }
@@ -314,28 +314,28 @@ static void test_nested(void **state)
 static void test_free_in_flight(void **state)
 {
     enum { N = 3 };
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     int p[N][2];
     char buf[N][8], got;
-    treq r[N], nop;
+    ur_req r[N], nop;
 
     (void)state;
     for (int i = 0; i < N; i++) {
-        blocking_pipe(p[i]);
-        treq_init(&r[i], loop, OP_READ, p[i][0], buf[i], sizeof(buf[i]), 0);
-        submit(&r[i]);
+        ur_blocking_pipe(p[i]);
+        ur_req_init(&r[i], loop, UR_READ, p[i][0], buf[i], sizeof(buf[i]), 0);
+        ur_submit(&r[i]);
         if (i == 0) {
             /* the first one reaches the kernel; the others stay queued */
             assert_false(aiol_loop_poll(loop, false));
         }
     }
-    treq_init(&nop, loop, OP_NOP, -1, NULL, 0, 0);
-    submit(&nop);
+    ur_req_init(&nop, loop, UR_NOP, -1, NULL, 0, 0);
+    ur_submit(&nop);
     assert_int_equal(aiol_uring_pending(loop), N + 1);
 
-    g_in_free = true;
+    ur_in_free = true;
     aiol_loop_free(loop);
-    g_in_free = false;
+    ur_in_free = false;
 
     for (int i = 0; i < N; i++) {
         assert_int_equal(r[i].ndone, 1);
@@ -343,7 +343,7 @@ static void test_free_in_flight(void **state)
         assert_true(r[i].in_free);
         /* no read is left in the kernel to eat the data */
         tu_pipe_signal(p[i][1]);
-        assert_true(readable(p[i][0], 0));
+        assert_true(ur_readable(p[i][0], 0));
         assert_int_equal(read(p[i][0], &got, 1), 1);
         close(p[i][0]);
         close(p[i][1]);
@@ -363,11 +363,11 @@ static void test_not_uring(void **state)
     for (size_t i = 0; i < 2; i++) {
         aiol_loop *loop = NULL;
         aiol_uring_req *h = NULL;
-        treq r;
+        ur_req r;
 
         assert_int_equal(aiol_loop_new(&loop, names[i]), 0);
-        treq_init(&r, loop, OP_NOP, -1, NULL, 0, 0);
-        assert_int_equal(aiol_uring_submit(loop, treq_prep, treq_done, &r, &h),
+        ur_req_init(&r, loop, UR_NOP, -1, NULL, 0, 0);
+        assert_int_equal(aiol_uring_submit(loop, ur_prep, ur_done, &r, &h),
                          -ENOTSUP);
         assert_null(h);
         assert_int_equal(aiol_uring_flush(loop), -ENOTSUP);
@@ -384,7 +384,7 @@ static void test_not_uring(void **state)
 
 typedef struct drain_ctx {
     th drainer, other;      /* eventfds: drainer's callback drains */
-    treq rd, a, b;          /* a's done submits b */
+    ur_req rd, a, b;          /* a's done submits b */
     aiol_bh *bh;
     int bh_runs;
 } drain_ctx;
@@ -409,7 +409,7 @@ static void cb_read_wait_requests(void *opaque)
     assert_int_equal(c->bh_runs, 0);
 }
 
-static void then_submit_peer(treq *r) { submit(r->peer); }
+static void then_submit_peer(ur_req *r) { ur_submit(r->peer); }
 
 /*
  * aiol_uring_drain() from inside an fd handler: it runs request
@@ -419,29 +419,29 @@ static void then_submit_peer(treq *r) { submit(r->peer); }
  */
 static void test_drain(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     static char buf[16];
     drain_ctx c;
-    tu_watchdog wd;
+    lw_watchdog wd;
     int p[2];
 
     (void)state;
     memset(&c, 0, sizeof(c));
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
     assert_int_equal(aiol_uring_drain(loop), 0); /* nothing in flight */
-    blocking_pipe(p);
-    treq_init(&c.rd, loop, OP_READ, p[0], buf, sizeof(buf), 0);
-    submit(&c.rd);
-    treq_init(&c.a, loop, OP_NOP, -1, NULL, 0, 0);
+    ur_blocking_pipe(p);
+    ur_req_init(&c.rd, loop, UR_READ, p[0], buf, sizeof(buf), 0);
+    ur_submit(&c.rd);
+    ur_req_init(&c.a, loop, UR_NOP, -1, NULL, 0, 0);
     c.a.then = then_submit_peer;
     c.a.peer = &c.b;
-    treq_init(&c.b, loop, OP_NOP, -1, NULL, 0, 0);
-    submit(&c.a);
+    ur_req_init(&c.b, loop, UR_NOP, -1, NULL, 0, 0);
+    ur_submit(&c.a);
     assert_int_equal(write(p[1], "drain", 5), 5);
     th_init(&c.drainer, loop, tu_eventfd()); /* (its opaque: the ctx) */
     assert_int_equal(aiol_fd_set(loop, c.drainer.fd, cb_read_wait_requests,
                                  NULL, NULL, &c), 0);
-    th_add(&c.other, loop, tu_eventfd(), cb_read, NULL);
+    th_add(&c.other, loop, tu_eventfd(), th_cb_read, NULL);
     assert_int_equal(aiol_bh_new(loop, cb_bh_count, &c.bh_runs, &c.bh), 0);
     tu_eventfd_signal(c.drainer.fd);
     while (c.drainer.reads == 0) {
@@ -460,7 +460,7 @@ static void test_drain(void **state)
     close(c.other.fd);
     close(p[0]);
     close(p[1]);
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
 }
 
@@ -468,36 +468,36 @@ static void test_drain(void **state)
 
 static void test_flush(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     static char msg[] = "hello";
     char got[sizeof(msg)];
-    tu_watchdog wd;
-    treq w;
+    lw_watchdog wd;
+    ur_req w;
     int p[2];
 
     (void)state;
-    blocking_pipe(p);
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    ur_blocking_pipe(p);
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
     assert_int_equal(aiol_uring_flush(loop), 0);  /* nothing queued */
 
-    treq_init(&w, loop, OP_WRITE, p[1], msg, sizeof(msg), 0);
-    submit(&w);
+    ur_req_init(&w, loop, UR_WRITE, p[1], msg, sizeof(msg), 0);
+    ur_submit(&w);
     /* queued on our side only: the kernel has not seen it */
-    assert_false(readable(p[0], 0));
+    assert_false(ur_readable(p[0], 0));
     assert_true(aiol_uring_flush(loop) >= 1);
     /* now it has, though the loop was never polled */
-    assert_true(readable(p[0], 5000));
+    assert_true(ur_readable(p[0], 5000));
     assert_int_equal(w.ndone, 0);
     assert_int_equal(aiol_uring_pending(loop), 1);
     assert_int_equal(aiol_uring_flush(loop), 0);  /* nothing left */
 
-    poll_until(loop, &w.ndone, 1, &wd);
+    ur_poll_until(loop, &w.ndone, 1, &wd);
     assert_int_equal(w.res, (int)sizeof(msg));
     assert_int_equal(read(p[0], got, sizeof(got)), sizeof(got));
     assert_memory_equal(got, msg, sizeof(msg));
     assert_int_equal(aiol_uring_pending(loop), 0);
 
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
     close(p[0]);
     close(p[1]);
@@ -509,38 +509,38 @@ static void cb_read_drain(void *opaque)
 {
     th *h = opaque;
 
-    cb_read(h);
+    th_cb_read(h);
     tu_eventfd_drain(h->fd);
 }
 
 static void test_remove_in_flight(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
-    tu_watchdog wd;
+    aiol_loop *loop = ur_loop_new();
+    lw_watchdog wd;
     th a, b;
     int fd = tu_eventfd(), fd2;
 
     (void)state;
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
-    th_add(&a, loop, fd, cb_read, NULL);
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    th_add(&a, loop, fd, th_cb_read, NULL);
     assert_false(aiol_loop_poll(loop, false));  /* POLL_ADD now in flight */
     th_remove(&a);
     tu_eventfd_signal(fd);
-    poll_idle(loop, 4);
+    ur_poll_idle(loop, 4);
     assert_int_equal(a.reads, 0);
 
     close(fd);
     fd2 = tu_eventfd();
     th_add(&b, loop, fd2, cb_read_drain, NULL);
-    poll_idle(loop, 2);                         /* not signalled yet */
+    ur_poll_idle(loop, 2);                         /* not signalled yet */
     tu_eventfd_signal(fd2);
-    poll_until(loop, &b.reads, 1, &wd);
-    poll_idle(loop, 2);                         /* drained */
+    ur_poll_until(loop, &b.reads, 1, &wd);
+    ur_poll_idle(loop, 2);                         /* drained */
     assert_int_equal(b.reads, 1);
     assert_int_equal(a.after_remove + b.after_remove, 0);
     th_remove(&b);
     close(fd2);
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
 }
 
@@ -555,19 +555,20 @@ static void test_remove_in_flight(void **state)
 static void test_remove_in_flight_repeated(void **state)
 {
     enum { REPS = 1000 };
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     th *hs = calloc(2 * REPS, sizeof(*hs));
-    tu_watchdog wd;
+    lw_watchdog wd;
     int after = 0;
 
     (void)state;
     assert_non_null(hs);
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS * 3);
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS * 3);
     for (int i = 0; i < REPS; i++) {
         th *a = &hs[2 * i], *b = &hs[2 * i + 1];
         int fd = tu_eventfd(), flavour = i % 3;
 
-        th_add(a, loop, fd, (i & 4) ? NULL : cb_read, (i & 4) ? cb_write : NULL);
+        th_add(a, loop, fd, (i & 4) ? NULL : th_cb_read,
+               (i & 4) ? th_cb_write : NULL);
         if (i & 4) {
             /* always writable: the first poll runs the write callback */
             assert_true(aiol_loop_poll(loop, false));
@@ -579,17 +580,17 @@ static void test_remove_in_flight_repeated(void **state)
         tu_eventfd_signal(fd);
         if (flavour != 2) {
             assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() +
-                                                           TU_MS(1)));
+                                                           LW_MS(1)));
             assert_false(aiol_loop_poll(loop, false));
         }
         if (flavour == 0) {
             /* same file, other events */
             th_add(b, loop, fd, (i & 4) ? cb_read_drain : NULL,
-                   (i & 4) ? NULL : cb_write);
+                   (i & 4) ? NULL : th_cb_write);
             if (i & 4) {
-                poll_until(loop, &b->reads, 1, &wd);
+                ur_poll_until(loop, &b->reads, 1, &wd);
             } else {
-                poll_until(loop, &b->writes, 1, &wd);
+                ur_poll_until(loop, &b->writes, 1, &wd);
             }
         } else {
             close(fd);
@@ -597,22 +598,22 @@ static void test_remove_in_flight_repeated(void **state)
             th_add(b, loop, fd, cb_read_drain, NULL);
             assert_false(aiol_loop_poll(loop, false));
             assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() +
-                                                           TU_MS(1)));
+                                                           LW_MS(1)));
             assert_int_equal(b->reads, 0);
             tu_eventfd_signal(fd);
-            poll_until(loop, &b->reads, 1, &wd);
+            ur_poll_until(loop, &b->reads, 1, &wd);
         }
         th_remove(b);
         close(fd);
         assert_int_equal(a->after_remove + b->after_remove, 0);
         assert_int_equal(a->reads, 0);
     }
-    poll_idle(loop, 2);
+    ur_poll_idle(loop, 2);
     for (int i = 0; i < 2 * REPS; i++) {
         after += hs[i].after_remove;
     }
     assert_int_equal(after, 0);
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
     free(hs);
 }
@@ -621,14 +622,14 @@ static void test_remove_in_flight_repeated(void **state)
 
 static void test_level_triggered(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
-    tu_watchdog wd;
+    aiol_loop *loop = ur_loop_new();
+    lw_watchdog wd;
     th r, w;
     int efd = tu_eventfd(), p[2];
 
     (void)state;
-    tu_watchdog_arm(&wd, loop, WATCHDOG_NS);
-    th_add(&r, loop, efd, cb_read, NULL);      /* never drains */
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    th_add(&r, loop, efd, th_cb_read, NULL);      /* never drains */
     tu_eventfd_signal(efd);
     for (int i = 1; i <= 5; i++) {
         assert_true(aiol_loop_poll(loop, true));
@@ -637,15 +638,15 @@ static void test_level_triggered(void **state)
     th_remove(&r);
 
     tu_pipe(p);
-    th_add(&w, loop, p[1], NULL, cb_write);    /* empty pipe: writable */
+    th_add(&w, loop, p[1], NULL, th_cb_write);    /* empty pipe: writable */
     for (int i = 1; i <= 5; i++) {
         assert_true(aiol_loop_poll(loop, true));
         assert_int_equal(w.writes, i);
     }
     th_remove(&w);
-    poll_idle(loop, 2);
+    ur_poll_idle(loop, 2);
     assert_int_equal(r.after_remove + w.after_remove, 0);
-    assert_int_equal(tu_watchdog_free(&wd), 0);
+    assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
     close(efd);
     close(p[0]);
@@ -659,16 +660,16 @@ static void test_level_triggered(void **state)
  */
 static void test_embed_direct_and_requests(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     struct pollfd fds[4];
     int efd = tu_eventfd(), lfd = aiol_loop_get_fd(loop), p[2], n;
     char buf[8];
-    treq rd;
+    ur_req rd;
     th h;
 
     (void)state;
     assert_true(lfd >= 0);
-    th_add(&h, loop, efd, cb_read, NULL);
+    th_add(&h, loop, efd, th_cb_read, NULL);
     h.drain = true;
     aiol_loop_prepare(loop);
     n = aiol_loop_embed_fds(loop, fds, 4);
@@ -681,8 +682,8 @@ static void test_embed_direct_and_requests(void **state)
 
     /* a read in flight: the host must poll the ring fd */
     tu_pipe(p);
-    treq_init(&rd, loop, OP_READ, p[0], buf, sizeof(buf), 0);
-    submit(&rd);
+    ur_req_init(&rd, loop, UR_READ, p[0], buf, sizeof(buf), 0);
+    ur_submit(&rd);
     aiol_loop_prepare(loop);
     assert_int_equal(aiol_loop_embed_fds(loop, fds, 4), -EBUSY);
     assert_int_equal(write(p[1], "x", 1), 1);
@@ -719,16 +720,16 @@ static void test_embed_direct_and_requests(void **state)
  */
 static void test_get_fd_with_requests_in_flight(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     struct pollfd fds[4];
     char buf[8];
     int p[2], lfd;
-    treq rd;
+    ur_req rd;
 
     (void)state;
     tu_pipe(p);
-    treq_init(&rd, loop, OP_READ, p[0], buf, sizeof(buf), 0);
-    submit(&rd);
+    ur_req_init(&rd, loop, UR_READ, p[0], buf, sizeof(buf), 0);
+    ur_submit(&rd);
     assert_false(aiol_loop_poll(loop, false)); /* in the kernel now */
     aiol_loop_prepare(loop);
     assert_int_equal(aiol_loop_embed_fds(loop, fds, 4), -EBUSY);
@@ -779,7 +780,7 @@ static void resub_done(void *opaque, int res, uint32_t flags)
  */
 static void test_resubmit_during_free(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     resub r = { .loop = loop };
 
     (void)state;
@@ -789,7 +790,7 @@ static void test_resubmit_during_free(void **state)
     assert_int_equal(r.resubmit_ret, -ESHUTDOWN);
 }
 
-#define T(f) cmocka_unit_test_setup(f, treq_setup)
+#define T(f) cmocka_unit_test_setup(f, ur_setup)
 
 int main(void)
 {
@@ -808,5 +809,5 @@ int main(void)
         T(test_get_fd_with_requests_in_flight),
         T(test_resubmit_during_free),
     };
-    return TREQ_RUN_GROUP("uring", tests);
+    return UR_RUN_GROUP("uring", tests);
 }

@@ -42,9 +42,9 @@
 #include "aioloop/aioloop.h"
 #include "aioloop/uring.h"
 #include "testutil.h"
-#include "th.h"
-#include "tuplus.h"
-#include "tureq.h"
+#include "testhandler.h"
+#include "loopwatch.h"
+#include "uringreq.h"
 
 static int child_failures;
 
@@ -63,13 +63,13 @@ static int child_failures;
  */
 static bool child_poll_until(aiol_loop *loop, const int *count, int want)
 {
-    tu_watchdog wd;
+    lw_watchdog wd;
 
-    tu_watchdog_arm(&wd, loop, TUREQ_WATCHDOG_NS);
+    lw_watchdog_arm(&wd, loop, UR_WATCHDOG_NS);
     while (*count < want && wd.fired == 0) {
         (void)aiol_loop_poll(loop, true);
     }
-    return tu_watchdog_free(&wd) == 0 && *count == want;
+    return lw_watchdog_free(&wd) == 0 && *count == want;
 }
 
 /* Runs @p fn in a forked child; asserts it returned 0 failures. */
@@ -123,7 +123,7 @@ static void count_drain(void *opaque)
 
 typedef struct io_ctx {
     aiol_loop *loop;
-    treq r;
+    ur_req r;
     char buf[8];
     int rc;
     atomic_int submitted;
@@ -133,7 +133,7 @@ static void bh_submit(void *opaque)
 {
     io_ctx *c = opaque;
 
-    c->rc = aiol_uring_submit(c->loop, treq_prep, treq_done, &c->r, &c->r.h);
+    c->rc = aiol_uring_submit(c->loop, ur_prep, ur_done, &c->r, &c->r.h);
     atomic_store(&c->submitted, 1);
 }
 
@@ -155,23 +155,23 @@ static void child_free_iothread_in_flight(void)
     }
     CHECK(pipe2(p, O_CLOEXEC) == 0);
     c.loop = aiol_iothread_loop(t);
-    treq_init(&c.r, c.loop, OP_READ, p[0], c.buf, sizeof(c.buf), 0);
+    ur_req_init(&c.r, c.loop, UR_READ, p[0], c.buf, sizeof(c.buf), 0);
     CHECK(aiol_bh_oneshot(c.loop, bh_submit, &c) == 0);
     for (int i = 0; i < 10000 && !atomic_load(&c.submitted); i++) {
-        tu_sleep_ns(TU_MS(1));
+        lw_sleep_ns(LW_MS(1));
     }
     CHECK(atomic_load(&c.submitted));
     CHECK(c.rc == 0);
 
-    g_in_free = true;
+    ur_in_free = true;
     aiol_iothread_free(t);
-    g_in_free = false;
+    ur_in_free = false;
 
     CHECK(c.r.ndone == 1);
     CHECK(c.r.res == -ECANCELED);
     CHECK(c.r.in_free);
     tu_pipe_signal(p[1]);               /* no read left to eat it */
-    CHECK(readable(p[0], 0));
+    CHECK(ur_readable(p[0], 0));
     CHECK(read(p[0], &got, 1) == 1);
     close(p[0]);
     close(p[1]);
@@ -188,7 +188,7 @@ static void test_free_iothread_in_flight(void **state)
 typedef struct handoff {
     aiol_loop *loop;
     th h;                /* eventfd handler, drains */
-    treq r;              /* a request after the loop came back */
+    ur_req r;              /* a request after the loop came back */
     bool h_ok;
     int bh_runs;
 } handoff;
@@ -203,7 +203,7 @@ static void *schedule_later(void *opaque)
 {
     handoff *c = opaque;
 
-    tu_sleep_ns(TU_MS(20));
+    lw_sleep_ns(LW_MS(20));
     CHECK(aiol_bh_oneshot(c->loop, bh_count, c) == 0);
     return NULL;
 }
@@ -249,8 +249,8 @@ static void child_handoff(void)
     CHECK(pthread_join(thr, NULL) == 0);
     tu_eventfd_signal(c.h.fd);
     CHECK(child_poll_until(c.loop, &c.h.reads, 3));
-    treq_init(&c.r, c.loop, OP_NOP, -1, NULL, 0, 0);
-    CHECK(aiol_uring_submit(c.loop, treq_prep, treq_done, &c.r, &c.r.h) == 0);
+    ur_req_init(&c.r, c.loop, UR_NOP, -1, NULL, 0, 0);
+    CHECK(aiol_uring_submit(c.loop, ur_prep, ur_done, &c.r, &c.r.h) == 0);
     CHECK(child_poll_until(c.loop, &c.r.ndone, 1));
     CHECK(c.r.res == 0);
     CHECK(aiol_uring_pending(c.loop) == 0);
@@ -273,7 +273,7 @@ static void *poll_once(void *opaque)
  */
 static void child_handoff_in_flight(void)
 {
-    static treq r;
+    static ur_req r;
     aiol_loop *loop = child_loop_new();
     char buf[4];
     pthread_t thr;
@@ -281,8 +281,8 @@ static void child_handoff_in_flight(void)
 
     CHECK(pipe2(p, O_CLOEXEC) == 0);
     (void)aiol_loop_poll(loop, false);     /* binds the ring to us */
-    treq_init(&r, loop, OP_READ, p[0], buf, sizeof(buf), 0);
-    CHECK(aiol_uring_submit(loop, treq_prep, treq_done, &r, &r.h) == 0);
+    ur_req_init(&r, loop, UR_READ, p[0], buf, sizeof(buf), 0);
+    CHECK(aiol_uring_submit(loop, ur_prep, ur_done, &r, &r.h) == 0);
     (void)aiol_loop_poll(loop, false);     /* in the kernel now */
     CHECK(pthread_create(&thr, NULL, poll_once, loop) == 0);
     CHECK(pthread_join(thr, NULL) == 0);
@@ -363,10 +363,10 @@ static void *notify_then_watch(void *opaque)
 {
     host_wake *w = opaque;
 
-    tu_sleep_ns(TU_MS(20));    /* most likely, the host sleeps by now */
+    lw_sleep_ns(LW_MS(20));    /* most likely, the host sleeps by now */
     aiol_loop_notify(w->loop);
     for (int i = 0; i < 10000 && !atomic_load(&w->host_woke); i++) {
-        tu_sleep_ns(TU_MS(1));
+        lw_sleep_ns(LW_MS(1));
     }
     if (!atomic_load(&w->host_woke)) {
         tu_pipe_signal(w->wd_wfd); /* the notify did not wake it: end it */
@@ -382,7 +382,7 @@ static void *notify_then_watch(void *opaque)
  */
 static void test_embed_notify_wakes_host(void **state)
 {
-    aiol_loop *loop = uring_loop_new();
+    aiol_loop *loop = ur_loop_new();
     static host_wake w;
     int wd[2];
     pthread_t thr;
@@ -420,7 +420,7 @@ static void test_embed_notify_wakes_host(void **state)
     close(wd[1]);
 }
 
-#define T(f) cmocka_unit_test_setup(f, treq_setup)
+#define T(f) cmocka_unit_test_setup(f, ur_setup)
 
 int main(void)
 {
@@ -431,5 +431,5 @@ int main(void)
         T(test_free_iothread_in_flight),
         T(test_embed_notify_wakes_host),
     };
-    return TREQ_RUN_GROUP("uring-mt", tests);
+    return UR_RUN_GROUP("uring-mt", tests);
 }

@@ -1,4 +1,4 @@
-/* th.c - helpers of th.h. */
+/* testhandler.c - the test handler of testhandler.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -21,16 +21,16 @@
 
 #include "aioloop/aioloop.h"
 #include "testutil.h"
-#include "th.h"
+#include "testhandler.h"
 
-int g_depth;      /* nested aiol_loop_poll calls made by callbacks */
-int g_max_depth;
+int th_depth;      /* nested aiol_loop_poll calls made by callbacks */
+int th_max_depth;
 
-int reset_globals(void **state)
+int th_reset(void **state)
 {
     (void)state;
-    g_depth = 0;
-    g_max_depth = 0;
+    th_depth = 0;
+    th_max_depth = 0;
     return 0;
 }
 
@@ -43,7 +43,7 @@ void th_init(th *h, aiol_loop *loop, int fd)
 
 /* th_init() plus a successful aiol_fd_set() with @p h as opaque. */
 void th_add(th *h, aiol_loop *loop, int fd, aiol_handler_fn *rd,
-                   aiol_handler_fn *wr)
+            aiol_handler_fn *wr)
 {
     th_init(h, loop, fd);
     assert_int_equal(aiol_fd_set(loop, fd, rd, wr, NULL, h), 0);
@@ -55,7 +55,7 @@ void th_note(th *h)
     if (h->removed) {
         h->after_remove++;
     }
-    if (g_depth > 0) {
+    if (th_depth > 0) {
         h->nested_calls++;
     }
 }
@@ -68,7 +68,7 @@ void th_remove(th *h)
 }
 
 /* @p n non-blocking polls, each expected to return @p progress. */
-void poll_n(aiol_loop *loop, int n, bool progress)
+void th_poll_n(aiol_loop *loop, int n, bool progress)
 {
     for (int i = 0; i < n; i++) {
         assert_int_equal(aiol_loop_poll(loop, false), progress);
@@ -76,19 +76,19 @@ void poll_n(aiol_loop *loop, int n, bool progress)
 }
 
 /* Nested non-blocking poll from inside a callback. */
-bool nested_poll(aiol_loop *loop)
+bool th_nested_poll(aiol_loop *loop)
 {
     bool progress;
 
-    if (++g_depth > g_max_depth) {
-        g_max_depth = g_depth;
+    if (++th_depth > th_max_depth) {
+        th_max_depth = th_depth;
     }
     progress = aiol_loop_poll(loop, false);
-    g_depth--;
+    th_depth--;
     return progress;
 }
 
-void cb_read(void *opaque)
+void th_cb_read(void *opaque)
 {
     th *h = opaque;
 
@@ -99,13 +99,13 @@ void cb_read(void *opaque)
     }
 }
 
-/* Same as cb_read, but a different function pointer. */
-void cb_read_other(void *opaque)
+/* Same as th_cb_read, but a different function pointer. */
+void th_cb_read_other(void *opaque)
 {
-    cb_read(opaque);
+    th_cb_read(opaque);
 }
 
-void cb_write(void *opaque)
+void th_cb_write(void *opaque)
 {
     th *h = opaque;
 

@@ -1,4 +1,4 @@
-/* tureq.c - see tureq.h. */
+/* uringreq.c - the io_uring request records of uringreq.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -19,20 +19,20 @@
 #include <unistd.h>
 
 #include "testutil.h"
-#include "th.h"
-#include "tureq.h"
+#include "testhandler.h"
+#include "uringreq.h"
 
-int g_seq;
-bool g_in_free;
+int ur_seq;
+bool ur_in_free;
 
-int treq_setup(void **state)
+int ur_setup(void **state)
 {
-    g_seq = 0;
-    g_in_free = false;
-    return reset_globals(state);
+    ur_seq = 0;
+    ur_in_free = false;
+    return th_reset(state);
 }
 
-aiol_loop *uring_loop_new(void)
+aiol_loop *ur_loop_new(void)
 {
     aiol_loop *l = NULL;
     int rc = aiol_loop_new(&l, "io_uring");
@@ -48,8 +48,8 @@ aiol_loop *uring_loop_new(void)
     return l;
 }
 
-void treq_init(treq *r, aiol_loop *loop, int op, int fd, void *buf,
-               unsigned len, uint64_t off)
+void ur_req_init(ur_req *r, aiol_loop *loop, int op, int fd, void *buf,
+                 unsigned len, uint64_t off)
 {
     memset(r, 0, sizeof(*r));
     r->loop = loop;
@@ -60,19 +60,19 @@ void treq_init(treq *r, aiol_loop *loop, int op, int fd, void *buf,
     r->off = off;
 }
 
-void treq_prep(struct io_uring_sqe *sqe, void *opaque)
+void ur_prep(struct io_uring_sqe *sqe, void *opaque)
 {
-    treq *r = opaque;
+    ur_req *r = opaque;
 
     r->preps++;
     switch (r->op) {
-    case OP_NOP:
+    case UR_NOP:
         io_uring_prep_nop(sqe);
         break;
-    case OP_READ:
+    case UR_READ:
         io_uring_prep_read(sqe, r->fd, r->buf, r->len, r->off);
         break;
-    case OP_WRITE:
+    case UR_WRITE:
         io_uring_prep_write(sqe, r->fd, r->buf, r->len, r->off);
         break;
     default:
@@ -81,33 +81,34 @@ void treq_prep(struct io_uring_sqe *sqe, void *opaque)
     }
 }
 
-void treq_done(void *opaque, int res, uint32_t flags)
+void ur_done(void *opaque, int res, uint32_t flags)
 {
-    treq *r = opaque;
+    ur_req *r = opaque;
 
     (void)flags;
     r->ndone++;
     r->res = res;
-    r->seq = ++g_seq;
-    r->depth = g_depth;
-    r->in_free = g_in_free;
+    r->seq = ++ur_seq;
+    r->depth = th_depth;
+    r->in_free = ur_in_free;
     if (r->then != NULL) {
         r->then(r);
     }
 }
 
-void submit(treq *r)
+void ur_submit(ur_req *r)
 {
     int before = r->preps;
 
-    assert_int_equal(aiol_uring_submit(r->loop, treq_prep, treq_done, r,
+    assert_int_equal(aiol_uring_submit(r->loop, ur_prep, ur_done, r,
                                        &r->h), 0);
     assert_non_null(r->h);
     assert_int_equal(r->preps, before + 1);  /* prepared synchronously */
     assert_int_equal(r->ndone, 0);           /* done only from a later poll */
 }
 
-void poll_until(aiol_loop *loop, const int *count, int want, tu_watchdog *wd)
+void ur_poll_until(aiol_loop *loop, const int *count, int want,
+                   lw_watchdog *wd)
 {
     int n = 0;
 
@@ -123,28 +124,28 @@ void poll_until(aiol_loop *loop, const int *count, int want, tu_watchdog *wd)
     assert_int_equal(*count, want);
 }
 
-void poll_idle(aiol_loop *loop, int n)
+void ur_poll_idle(aiol_loop *loop, int n)
 {
     for (int i = 0; i < n; i++) {
         assert_false(aiol_loop_poll_deadline(loop,
-                                             aiol_clock_now_ns() + TU_MS(2)));
+                                             aiol_clock_now_ns() + LW_MS(2)));
         assert_false(aiol_loop_poll(loop, false));
     }
 }
 
-void blocking_pipe(int p[2])
+void ur_blocking_pipe(int p[2])
 {
     assert_int_equal(pipe2(p, O_CLOEXEC), 0);
 }
 
-bool readable(int fd, int timeout_ms)
+bool ur_readable(int fd, int timeout_ms)
 {
     struct pollfd pfd = { .fd = fd, .events = POLLIN };
 
     return poll(&pfd, 1, timeout_ms) == 1 && (pfd.revents & POLLIN);
 }
 
-void treq_skip_without_uring(void)
+void ur_skip_without_uring(void)
 {
     aiol_loop *l = NULL;
     int rc = aiol_loop_new(&l, "io_uring");

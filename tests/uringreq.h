@@ -1,27 +1,28 @@
 /*
- * tureq.h - io_uring request records for the uring suites (test_uring.c,
- * test_uring_mt.c), on top of testutil.h, th.h and tuplus.h.
+ * uringreq.h - io_uring request records (ur_) for the uring suites
+ * (test_uring.c, test_uring_mt.c), on top of testutil.h, testhandler.h and
+ * loopwatch.h.
  *
- * A struct treq describes one request (NOP, read, write or fsync).  Its
+ * A struct ur_req describes one request (NOP, read, write or fsync).  Its
  * done callback counts calls, keeps the result, takes the next global
  * sequence number (completion order) and may run a continuation.
  */
-#ifndef AIOLOOP_TUREQ_H
-#define AIOLOOP_TUREQ_H
+#ifndef AIOLOOP_TESTS_URINGREQ_H
+#define AIOLOOP_TESTS_URINGREQ_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "aioloop/aioloop.h"
-#include "tuplus.h"
+#include "loopwatch.h"
 
 /* Far enough that only a missed wakeup makes it fire. */
-#define TUREQ_WATCHDOG_NS TU_MS(10000)
+#define UR_WATCHDOG_NS LW_MS(10000)
 
-enum { OP_NOP, OP_READ, OP_WRITE, OP_FSYNC };
+enum { UR_NOP, UR_READ, UR_WRITE, UR_FSYNC };
 
-typedef struct treq treq;
-struct treq {
+typedef struct ur_req ur_req;
+struct ur_req {
     aiol_loop *loop;
     int op, fd;
     void *buf;
@@ -31,54 +32,55 @@ struct treq {
     int ndone;             /* done callback calls */
     int res;
     int seq;               /* global completion order, 1-based */
-    int depth;             /* g_depth (th.h) when done ran */
-    bool in_free;          /* done ran while g_in_free was set */
+    int depth;             /* th_depth (testhandler.h) at done */
+    bool in_free;          /* done ran while ur_in_free was set */
     aiol_uring_req *h;
-    void (*then)(treq *);  /* continuation, run from done */
-    treq *peer;            /* what the continuation works on */
-    tu_watchdog *wd;
+    void (*then)(ur_req *);  /* continuation, run from done */
+    ur_req *peer;            /* what the continuation works on */
+    lw_watchdog *wd;
 };
 
-extern int g_seq;        /* completions seen; reset by treq_setup */
-extern bool g_in_free;   /* the test is inside aiol_loop_free() */
+extern int ur_seq;        /* completions seen; reset by ur_setup */
+extern bool ur_in_free;   /* the test is inside aiol_loop_free() */
 
-/** cmocka setup: resets g_seq, g_in_free and th.h's globals. */
-int treq_setup(void **state);
+/** cmocka setup: resets ur_seq, ur_in_free and testhandler.h's depths. */
+int ur_setup(void **state);
 
 /** An io_uring loop, or exit 77 when io_uring cannot start here. */
-aiol_loop *uring_loop_new(void);
+aiol_loop *ur_loop_new(void);
 
-void treq_init(treq *r, aiol_loop *loop, int op, int fd, void *buf,
-               unsigned len, uint64_t off);
-aiol_sqe_prep_fn treq_prep;
-aiol_cqe_fn treq_done;
+void ur_req_init(ur_req *r, aiol_loop *loop, int op, int fd, void *buf,
+                 unsigned len, uint64_t off);
+aiol_sqe_prep_fn ur_prep;
+aiol_cqe_fn ur_done;
 
 /** aiol_uring_submit() of @p r, asserting it succeeded and ran prep once. */
-void submit(treq *r);
+void ur_submit(ur_req *r);
 
 /**
  * Blocking polls until *count reaches @p want.  The poll that got it there
  * must report progress; the watchdog must not fire.
  */
-void poll_until(aiol_loop *loop, const int *count, int want, tu_watchdog *wd);
+void ur_poll_until(aiol_loop *loop, const int *count, int want,
+                   lw_watchdog *wd);
 
 /** @p n rounds of a 2 ms deadline poll and a look, each running nothing. */
-void poll_idle(aiol_loop *loop, int n);
+void ur_poll_idle(aiol_loop *loop, int n);
 
 /** A blocking pipe: an io_uring read on it waits for data (on an
  *  O_NONBLOCK pipe it would fail with -EAGAIN instead). */
-void blocking_pipe(int p[2]);
+void ur_blocking_pipe(int p[2]);
 
 /*
  * Runs a cmocka group of io_uring tests, or exits 77 first (before any
  * test runs) when this machine cannot start an io_uring loop.
  */
-#define TREQ_RUN_GROUP(name, tests)                                          \
-    (treq_skip_without_uring(), cmocka_run_group_tests_name(name, tests,     \
-                                                            NULL, NULL))
-void treq_skip_without_uring(void);
+#define UR_RUN_GROUP(name, tests)                                          \
+    (ur_skip_without_uring(), cmocka_run_group_tests_name(name, tests,       \
+                                                          NULL, NULL))
+void ur_skip_without_uring(void);
 
 /** poll(2) for POLLIN on @p fd. */
-bool readable(int fd, int timeout_ms);
+bool ur_readable(int fd, int timeout_ms);
 
 #endif
