@@ -1,4 +1,4 @@
-/* vhtest.c - the shared vhost test fixture (vhtest.h). */
+/* fixture.c - the shared vhost test fixture (fixture.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
@@ -10,16 +10,16 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vhtest.h"
+#include "fixture.h"
 
-void vt_pump(void *opaque)
+void fx_pump(void *opaque)
 {
-    vt *t = opaque;
+    fx *t = opaque;
 
     aiol_loop_poll(t->loop, false);
 }
 
-int vt_init(vt *t)
+int fx_init(fx *t)
 {
     int r;
 
@@ -33,7 +33,7 @@ int vt_init(vt *t)
     if ((r = aiol_loop_new(&t->loop, NULL)) < 0) {
         return r;
     }
-    if ((r = aiol_vhost_dev_new(t->loop, &toydev_ops, &t->toy, VT_QUEUES,
+    if ((r = aiol_vhost_dev_new(t->loop, &toydev_ops, &t->toy, FX_QUEUES,
                                 &t->dev)) < 0) {
         return r;
     }
@@ -42,7 +42,7 @@ int vt_init(vt *t)
     return aiol_vhost_dev_listen(t->dev, t->path);
 }
 
-void vt_fini(vt *t)
+void fx_fini(fx *t)
 {
     if (t->f.sock >= 0 || t->f.mem != NULL) {
         vfe_close(&t->f);
@@ -57,21 +57,21 @@ void vt_fini(vt *t)
     rmdir(t->dir);
 }
 
-int vt_session(vt *t, uint64_t features, uint64_t protocol)
+int fx_session(fx *t, uint64_t features, uint64_t protocol)
 {
     int r;
 
-    if ((r = vfe_connect(&t->f, t->path, vt_pump, t)) < 0 ||
+    if ((r = vfe_connect(&t->f, t->path, fx_pump, t)) < 0 ||
         (r = vfe_negotiate(&t->f, features, protocol)) < 0 ||
-        (r = vfe_mem_create(&t->f, VT_RAM, 2)) < 0 ||
+        (r = vfe_mem_create(&t->f, FX_RAM, 2)) < 0 ||
         (r = vfe_set_mem_table(&t->f, false)) < 0 ||
-        (r = vfe_vq_setup(&t->f, 0, VT_RING, false)) < 0) {
+        (r = vfe_vq_setup(&t->f, 0, FX_RING, false)) < 0) {
         return r;
     }
     return 0;
 }
 
-int vt_request(vt *t, unsigned q, bool indirect)
+int fx_request(fx *t, unsigned q, bool indirect)
 {
     vfe *f = &t->f;
     uint64_t a = vfe_alloc(f, 1, 100, 1), b = vfe_alloc(f, 1, 60, 1);
@@ -102,24 +102,24 @@ int vt_request(vt *t, unsigned q, bool indirect)
         return -EBADMSG;
     }
     wp = vfe_gpa(f, w);
-    h = toy_hash(expect, 160);
+    h = toydev_hash(expect, 160);
     if (memcmp(wp, &h, 4) != 0 || memcmp(wp + 4, expect, 160) != 0) {
         return -EBADMSG;
     }
     return 0;
 }
 
-void vt_assert_serves_next(vt *t)
+void fx_assert_serves_next(fx *t)
 {
     vfe_close(&t->f);
     vfe_pump(&t->f, 20);
     assert_false(aiol_vhost_dev_connected(t->dev));
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_true(aiol_vhost_dev_connected(t->dev));
 }
 
-int vt_nfds_open(void)
+int fx_nfds_open(void)
 {
     DIR *d = opendir("/proc/self/fd");
     int n = 0;

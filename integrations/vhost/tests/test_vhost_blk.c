@@ -19,7 +19,7 @@
 
 #include "aioloop/vhost-blk.h"
 #include "vblk.h"
-#include "vhtest.h"
+#include "fixture.h"
 
 #define IMG_SECTORS 64
 
@@ -55,11 +55,11 @@ static void bt_start(bt *t, bool read_only)
     assert_int_equal(aiol_vhost_dev_listen(aiol_vhost_blk_dev(t->blk),
                                            t->path), 0);
     assert_int_equal(vfe_connect(&t->f, t->path, bt_pump, t), 0);
-    assert_int_equal(vfe_negotiate(&t->f, VT_ALL_FEATURES, VT_ALL_PROTOCOL),
+    assert_int_equal(vfe_negotiate(&t->f, FX_ALL_FEATURES, FX_ALL_PROTOCOL),
                      0);
-    assert_int_equal(vfe_mem_create(&t->f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_mem_create(&t->f, FX_RAM, 2), 0);
     assert_int_equal(vfe_set_mem_table(&t->f, false), 0);
-    assert_int_equal(vfe_vq_setup(&t->f, 0, VT_RING, false), 0);
+    assert_int_equal(vfe_vq_setup(&t->f, 0, FX_RING, false), 0);
 }
 
 static void bt_stop(bt *t)

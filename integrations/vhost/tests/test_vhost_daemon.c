@@ -22,7 +22,7 @@
 #include <linux/virtio_blk.h>
 
 #include "vblk.h"
-#include "vhtest.h"
+#include "fixture.h"
 
 #define IMG_SECTORS 128
 #define SEC 512
@@ -157,12 +157,12 @@ static void dt_cleanup(dt *t)
 static void dt_session(dt *t)
 {
     assert_int_equal(vfe_connect(&t->f, t->sock, dt_pump, t), 0);
-    assert_int_equal(vfe_negotiate(&t->f, VT_ALL_FEATURES, VT_ALL_PROTOCOL),
+    assert_int_equal(vfe_negotiate(&t->f, FX_ALL_FEATURES, FX_ALL_PROTOCOL),
                      0);
-    assert_int_equal(vfe_mem_create(&t->f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_mem_create(&t->f, FX_RAM, 2), 0);
     assert_int_equal(vfe_set_mem_table(&t->f, false), 0);
-    assert_int_equal(vfe_vq_setup(&t->f, 0, VT_RING, false), 0);
-    assert_int_equal(vfe_vq_setup(&t->f, 1, VT_RING, false), 0);
+    assert_int_equal(vfe_vq_setup(&t->f, 0, FX_RING, false), 0);
+    assert_int_equal(vfe_vq_setup(&t->f, 1, FX_RING, false), 0);
 }
 
 /* Writes 8 sectors at @sector through queue 1, reads them back through
@@ -261,12 +261,12 @@ static void test_daemon_read_only(void **state)
     (void)state;
     dt_spawn(&t, IMG_SECTORS, args);
     assert_int_equal(vfe_connect(&t.f, t.sock, dt_pump, &t), 0);
-    assert_int_equal(vfe_negotiate(&t.f, VT_ALL_FEATURES, VT_ALL_PROTOCOL),
+    assert_int_equal(vfe_negotiate(&t.f, FX_ALL_FEATURES, FX_ALL_PROTOCOL),
                      0);
     assert_true(t.f.features & (1ull << VIRTIO_BLK_F_RO));
-    assert_int_equal(vfe_mem_create(&t.f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_mem_create(&t.f, FX_RAM, 2), 0);
     assert_int_equal(vfe_set_mem_table(&t.f, false), 0);
-    assert_int_equal(vfe_vq_setup(&t.f, 0, VT_RING, false), 0);
+    assert_int_equal(vfe_vq_setup(&t.f, 0, FX_RING, false), 0);
     memset(w, 0x5a, sizeof(w));
     assert_int_equal(vblk_req(&t.f, 0, VIRTIO_BLK_T_OUT, 0, w, sizeof(w),
                               false, 1, 16, &used), VIRTIO_BLK_S_IOERR);

@@ -31,20 +31,20 @@
 #include "aioloop/vhost-blk.h"
 #include "fault.h"
 #include "vblk.h"
-#include "vhtest.h"
+#include "fixture.h"
 
 /* One session; 0 when everything in it worked, else -errno. */
-static int session(vt *t, void *arg)
+static int session(fx *t, void *arg)
 {
     aiol_vhost_vq_stats st;
     int r;
 
     (void)arg;
-    if ((r = vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL)) < 0 ||
+    if ((r = fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL)) < 0 ||
         (r = vfe_vq_setup(&t->f, 2, 8, true)) < 0 ||
-        (r = vt_request(t, 0, false)) < 0 ||
-        (r = vt_request(t, 0, true)) < 0 ||
-        (r = vt_request(t, 2, true)) < 0) {
+        (r = fx_request(t, 0, false)) < 0 ||
+        (r = fx_request(t, 0, true)) < 0 ||
+        (r = fx_request(t, 2, true)) < 0) {
         return r;
     }
     aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 2), &st);
@@ -57,14 +57,14 @@ static int session(vt *t, void *arg)
     return 0;
 }
 
-typedef int session_fn(vt *t, void *arg);
+typedef int session_fn(fx *t, void *arg);
 
 /*
  * Runs @fn until a session completes: a failure drops the connection (or
  * refuses a step), and the next frontend must get a full session.  Ends
  * it, disarms the fault and returns how many allocations failed.
  */
-static long sessions(vt *t, session_fn *fn, void *arg, int *tries,
+static long sessions(fx *t, session_fn *fn, void *arg, int *tries,
                      long *retried)
 {
     long failed;
@@ -86,11 +86,11 @@ static long sessions(vt *t, session_fn *fn, void *arg, int *tries,
 static void test_alloc_sweep(void **state)
 {
     long k, total_failed = 0, retried = 0;
-    int fds0 = vt_nfds_open();
+    int fds0 = fx_nfds_open();
 
     (void)state;
     for (k = 1; k < 5000; k++) {
-        vt t;
+        fx t;
         long failed;
         int r, tries = 0;
 
@@ -104,7 +104,7 @@ static void test_alloc_sweep(void **state)
 
         tf_fail_at(TF_ALLOC, k, ENOMEM);
         while ((r = aiol_vhost_dev_new(t.loop, &toydev_ops, &t.toy,
-                                       VT_QUEUES, &t.dev)) < 0) {
+                                       FX_QUEUES, &t.dev)) < 0) {
             assert_int_equal(r, -ENOMEM);
             assert_true(++tries < 3);
         }
@@ -115,8 +115,8 @@ static void test_alloc_sweep(void **state)
         }
         failed = sessions(&t, session, NULL, &tries, &retried);
         total_failed += failed;
-        vt_fini(&t);
-        assert_int_equal(vt_nfds_open(), fds0);
+        fx_fini(&t);
+        assert_int_equal(fx_nfds_open(), fds0);
         if (failed == 0) {
             break; /* the session made fewer than k allocations */
         }
@@ -135,7 +135,7 @@ static void test_alloc_sweep(void **state)
 /* One blk session: connect, set up queue 0, read and write, writes left
  * in flight across GET_VRING_BASE.  0, or -errno where the library
  * refused a step (the frontend then starts over). */
-static int blk_session(vt *t, void *arg)
+static int blk_session(fx *t, void *arg)
 {
     int img = *(int *)arg;
     uint8_t w[BLK_FLIGHT][512], got[512];
@@ -143,11 +143,11 @@ static int blk_session(vt *t, void *arg)
     uint32_t used;
     int r;
 
-    if ((r = vfe_connect(&t->f, t->path, vt_pump, t)) < 0 ||
-        (r = vfe_negotiate(&t->f, VT_ALL_FEATURES, VT_ALL_PROTOCOL)) < 0 ||
-        (r = vfe_mem_create(&t->f, VT_RAM, 2)) < 0 ||
+    if ((r = vfe_connect(&t->f, t->path, fx_pump, t)) < 0 ||
+        (r = vfe_negotiate(&t->f, FX_ALL_FEATURES, FX_ALL_PROTOCOL)) < 0 ||
+        (r = vfe_mem_create(&t->f, FX_RAM, 2)) < 0 ||
         (r = vfe_set_mem_table(&t->f, true)) < 0 ||
-        (r = vfe_vq_setup(&t->f, 0, VT_RING, false)) < 0) {
+        (r = vfe_vq_setup(&t->f, 0, FX_RING, false)) < 0) {
         return r;
     }
     if (vfe_dropped(&t->f)) {
@@ -186,14 +186,14 @@ static int blk_session(vt *t, void *arg)
 static void test_blk_alloc_sweep(void **state)
 {
     long k, total_failed = 0, retried = 0;
-    int fds0 = vt_nfds_open();
+    int fds0 = fx_nfds_open();
 
     (void)state;
     for (k = 1; k < 5000; k++) {
         char img_path[128];
         aiol_vhost_blk *blk = NULL;
         aiol_vhost_blk_opts o = { .num_queues = 2 };
-        vt t;
+        fx t;
         long failed;
         int r, img, tries = 0;
 
@@ -223,8 +223,8 @@ static void test_blk_alloc_sweep(void **state)
         t.dev = NULL;
         close(img);
         unlink(img_path);
-        vt_fini(&t);
-        assert_int_equal(vt_nfds_open(), fds0);
+        fx_fini(&t);
+        assert_int_equal(fx_nfds_open(), fds0);
         if (failed == 0) {
             break;
         }

@@ -18,12 +18,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "vhtest.h"
+#include "fixture.h"
 
 #define BIT(n) (1ull << (n))
 
 typedef struct hs {
-    vt t;
+    fx t;
     int fds_at_start;
 } hs;
 
@@ -31,10 +31,10 @@ static int setup(void **state)
 {
     static hs h;
 
-    if (vt_init(&h.t) < 0) {
+    if (fx_init(&h.t) < 0) {
         return -1;
     }
-    h.fds_at_start = vt_nfds_open();
+    h.fds_at_start = fx_nfds_open();
     *state = &h;
     return 0;
 }
@@ -46,13 +46,13 @@ static int teardown(void **state)
     vfe_close(&h->t.f);
     vfe_pump(&h->t.f, 10);
     /* The device keeps nothing of a dropped frontend. */
-    assert_int_equal(vt_nfds_open(), h->fds_at_start);
-    vt_fini(&h->t);
+    assert_int_equal(fx_nfds_open(), h->fds_at_start);
+    fx_fini(&h->t);
     return 0;
 }
 
 /* The connection was dropped as malformed; the next frontend is served. */
-static void assert_dropped(vt *t, const char *why)
+static void assert_dropped(fx *t, const char *why)
 {
     aiol_vhost_stats st;
 
@@ -61,22 +61,22 @@ static void assert_dropped(vt *t, const char *why)
     aiol_vhost_dev_get_stats(t->dev, &st);
     assert_int_equal(st.malformed, 1);
     assert_non_null(strstr(aiol_vhost_dev_last_error(t->dev), why));
-    vt_assert_serves_next(t);
+    fx_assert_serves_next(t);
 }
 
-static void connect_negotiated(vt *t)
+static void connect_negotiated(fx *t)
 {
-    assert_int_equal(vfe_connect(&t->f, t->path, vt_pump, t), 0);
-    assert_int_equal(vfe_negotiate(&t->f, VT_ALL_FEATURES, VT_ALL_PROTOCOL),
+    assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
+    assert_int_equal(vfe_negotiate(&t->f, FX_ALL_FEATURES, FX_ALL_PROTOCOL),
                      0);
 }
 
 static void test_short_header(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint32_t h[3] = { AIOL_VHOST_GET_FEATURES, 1, 0 };
 
-    assert_int_equal(vfe_connect(&t->f, t->path, vt_pump, t), 0);
+    assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_send_raw(&t->f, h, 6, NULL, 0), 0);
     vfe_pump(&t->f, 10);
     assert_true(aiol_vhost_dev_connected(t->dev)); /* waits for the rest */
@@ -86,27 +86,27 @@ static void test_short_header(void **state)
 
 static void test_size_too_large(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint32_t h[3] = { AIOL_VHOST_SET_FEATURES, 1, 0x10000 };
 
-    assert_int_equal(vfe_connect(&t->f, t->path, vt_pump, t), 0);
+    assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_send_raw(&t->f, h, 12, NULL, 0), 0);
     assert_dropped(t, "over the maximum");
 }
 
 static void test_bad_version(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint32_t h[3] = { AIOL_VHOST_GET_FEATURES, 2, 0 };
 
-    assert_int_equal(vfe_connect(&t->f, t->path, vt_pump, t), 0);
+    assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_send_raw(&t->f, h, 12, NULL, 0), 0);
     assert_dropped(t, "version");
 }
 
 static void test_wrong_payload_size(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint32_t v = 0;
 
     connect_negotiated(t);
@@ -117,7 +117,7 @@ static void test_wrong_payload_size(void **state)
 
 static void test_fd_on_fdless_request(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t v = 0;
     int fd = dup(0);
 
@@ -130,7 +130,7 @@ static void test_fd_on_fdless_request(void **state)
 
 static void test_kick_without_fd(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t v = 0; /* index 0, NOFD bit clear, but no fd */
 
     connect_negotiated(t);
@@ -141,7 +141,7 @@ static void test_kick_without_fd(void **state)
 
 static void test_too_many_fds(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     int fds[12];
     uint64_t v = 0;
 
@@ -159,10 +159,10 @@ static void test_too_many_fds(void **state)
 
 static void test_mem_table_fd_count(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
     connect_negotiated(t);
-    assert_int_equal(vfe_mem_create(&t->f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_mem_create(&t->f, FX_RAM, 2), 0);
     {
         uint8_t p[8 + 64] = { 2 };
         int fds[1] = { t->f.memfd };
@@ -180,7 +180,7 @@ static void test_mem_table_fd_count(void **state)
 }
 
 /* Sends a mem table made of @f's regions after @edit changed region 1. */
-static int send_edited_table(vt *t, uint64_t gpa, uint64_t size,
+static int send_edited_table(fx *t, uint64_t gpa, uint64_t size,
                              uint64_t off, bool ack)
 {
     t->f.reg[1].gpa = gpa;
@@ -191,11 +191,11 @@ static int send_edited_table(vt *t, uint64_t gpa, uint64_t size,
 
 static void test_region_overlap(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     vfe_region saved;
 
     connect_negotiated(t);
-    assert_int_equal(vfe_mem_create(&t->f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_mem_create(&t->f, FX_RAM, 2), 0);
     saved = t->f.reg[1];
     /* With need_reply: refused with a failure ack, still connected. */
     assert_int_equal(send_edited_table(t, 0x1000, saved.size, saved.off,
@@ -216,16 +216,16 @@ static void test_region_overlap(void **state)
 
 static void test_region_overflow(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
     connect_negotiated(t);
-    assert_int_equal(vfe_mem_create(&t->f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_mem_create(&t->f, FX_RAM, 2), 0);
     assert_int_equal(send_edited_table(t, UINT64_MAX - 0xfff, 0x2000,
                                        t->f.reg[1].off, false), 0);
     assert_dropped(t, "overflow");
 }
 
-static void send_vring_addr(vt *t, unsigned q, uint64_t desc, uint64_t used,
+static void send_vring_addr(fx *t, unsigned q, uint64_t desc, uint64_t used,
                             uint64_t avail, int expect_ack)
 {
     uint8_t a[40];
@@ -245,10 +245,10 @@ static void send_vring_addr(vt *t, unsigned q, uint64_t desc, uint64_t used,
 
 static void test_vring_addr_outside(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t base;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     base = t->f.reg[0].uva;
     assert_int_equal(vfe_vring_state(&t->f, AIOL_VHOST_SET_VRING_NUM, 1, 16,
                                      true), 0);
@@ -261,7 +261,7 @@ static void test_vring_addr_outside(void **state)
     send_vring_addr(t, 1, base + 8, base + 0x11000, base + 0x12000, -EFAULT);
     /* Not in any region; then without need_reply: dropped. */
     send_vring_addr(t, 1, 0x1000, base + 0x11000, base + 0x12000, -EFAULT);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     send_vring_addr(t, 1, 0x1000, base + 0x11000, base + 0x12000, 1);
     assert_dropped(t, "outside the memory table");
 }
@@ -270,25 +270,25 @@ static void test_vring_addr_outside(void **state)
  * not contain a ring is refused and the old one stays. */
 static void test_mem_table_replace(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     vfe_region saved;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_set_mem_table(&t->f, true), 0);
-    assert_int_equal(vt_request(t, 0, true), 0);
+    assert_int_equal(fx_request(t, 0, true), 0);
     saved = t->f.reg[0];
     t->f.reg[0].size -= 4096; /* the rings lie in the first page */
     t->f.reg[0].uva += 4096;
     t->f.reg[0].off += 4096;
     assert_int_equal(vfe_set_mem_table(&t->f, true), -EFAULT);
     t->f.reg[0] = saved;
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
 }
 
 static void test_unknown_request(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
     connect_negotiated(t);
     assert_int_equal(vfe_send(&t->f, 77, 0, NULL, 0, NULL, 0), 0);
@@ -297,7 +297,7 @@ static void test_unknown_request(void **state)
 
 /* ---- hostile descriptor chains ---- */
 
-static void assert_broken(vt *t, const char *why)
+static void assert_broken(fx *t, const char *why)
 {
     aiol_vhost_vq *vq = aiol_vhost_dev_vq(t->dev, 0);
 
@@ -310,27 +310,27 @@ static void assert_broken(vt *t, const char *why)
     assert_true(aiol_vhost_dev_connected(t->dev));
     /* Other rings of the connection still work... */
     assert_int_equal(vfe_vq_setup(&t->f, 1, 8, false), 0);
-    assert_int_equal(vt_request(t, 1, false), 0);
+    assert_int_equal(fx_request(t, 1, false), 0);
     /* ...a ring set up again works... */
     assert_true(vfe_vq_stop(&t->f, 0) >= 0);
-    assert_int_equal(vfe_vq_setup(&t->f, 0, VT_RING, false), 0);
+    assert_int_equal(vfe_vq_setup(&t->f, 0, FX_RING, false), 0);
     vfe_pump(&t->f, 5);
     assert_false(aiol_vhost_vq_broken(vq));
-    assert_int_equal(vt_request(t, 0, true), 0);
+    assert_int_equal(fx_request(t, 0, true), 0);
     /* ...and so does the next frontend. */
-    vt_assert_serves_next(t);
+    fx_assert_serves_next(t);
 }
 
-static uint64_t wbuf(vt *t)
+static uint64_t wbuf(fx *t)
 {
     return vfe_alloc(&t->f, 0, 64, 1);
 }
 
 static void test_desc_loop(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     vfe_desc_write(&t->f, 0, 0, wbuf(t), 64, 1 | 2, 1);
     vfe_desc_write(&t->f, 0, 1, wbuf(t), 64, 1 | 2, 0);
     vfe_vq_publish(&t->f, 0, 0);
@@ -339,10 +339,10 @@ static void test_desc_loop(void **state)
 
 static void test_indirect_loop(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t tab;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     tab = vfe_alloc(&t->f, 0, 64, 16);
     for (uint16_t i = 0; i < 4; i++) {
         vfe_ind_write(&t->f, tab, i, wbuf(t), 64, 1 | 2, (i + 1) % 4);
@@ -354,29 +354,29 @@ static void test_indirect_loop(void **state)
 
 static void test_next_out_of_range(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-    vfe_desc_write(&t->f, 0, 0, wbuf(t), 64, 1 | 2, VT_RING + 3);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+    vfe_desc_write(&t->f, 0, 0, wbuf(t), 64, 1 | 2, FX_RING + 3);
     vfe_vq_publish(&t->f, 0, 0);
     assert_broken(t, "index out of range");
 }
 
 static void test_head_out_of_range(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     vfe_vq_publish(&t->f, 0, 0xffff);
     assert_broken(t, "index out of range");
 }
 
 static void test_nested_indirect(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t tab, inner;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     tab = vfe_alloc(&t->f, 0, 32, 16);
     inner = vfe_alloc(&t->f, 0, 16, 16);
     vfe_ind_write(&t->f, inner, 0, wbuf(t), 64, 2, 0);
@@ -389,9 +389,9 @@ static void test_nested_indirect(void **state)
 
 static void test_indirect_bad_len(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     vfe_desc_write(&t->f, 0, 0, vfe_alloc(&t->f, 0, 32, 16), 24, 4, 0);
     vfe_vq_publish(&t->f, 0, 0);
     assert_broken(t, "indirect table length");
@@ -399,10 +399,10 @@ static void test_indirect_bad_len(void **state)
 
 static void test_indirect_past_region(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t end;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     end = t->f.reg[1].gpa + t->f.reg[1].size;
     vfe_ind_write(&t->f, end - 16, 0, wbuf(t), 64, 2, 0);
     vfe_desc_write(&t->f, 0, 0, end - 16, 64, 4, 0); /* 48 bytes past */
@@ -412,11 +412,11 @@ static void test_indirect_past_region(void **state)
 
 static void test_indirect_not_negotiated(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     vfe_buf b = { 0, 64, true };
 
-    assert_int_equal(vt_session(t, ~BIT(AIOL_VHOST_F_RING_INDIRECT_DESC),
-                                VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, ~BIT(AIOL_VHOST_F_RING_INDIRECT_DESC),
+                                FX_ALL_PROTOCOL), 0);
     b.gpa = wbuf(t);
     vfe_vq_add(&t->f, 0, &b, 1, true);
     vfe_vq_kick(&t->f, 0);
@@ -428,9 +428,9 @@ static void test_indirect_not_negotiated(void **state)
 
 static void test_addr_out_of_range(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     /* Between the regions (region 0 ends at 1 MiB, region 1 is at 4 GiB). */
     vfe_desc_write(&t->f, 0, 0, 0x80000000ull, 64, 2, 0);
     vfe_vq_publish(&t->f, 0, 0);
@@ -439,10 +439,10 @@ static void test_addr_out_of_range(void **state)
 
 static void test_len_past_region(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t end = t->f.reg[1].gpa;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     end = t->f.reg[1].gpa + t->f.reg[1].size;
     vfe_desc_write(&t->f, 0, 0, end - 8, 64, 2, 0);
     vfe_vq_publish(&t->f, 0, 0);
@@ -451,7 +451,7 @@ static void test_len_past_region(void **state)
 
 static void test_len_overflow(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t big = 3ull << 30;
 
     /* Sparse 6 GiB of guest RAM, two regions of 3 GiB: two readable
@@ -459,7 +459,7 @@ static void test_len_overflow(void **state)
     connect_negotiated(t);
     assert_int_equal(vfe_mem_create(&t->f, 2 * big, 2), 0);
     assert_int_equal(vfe_set_mem_table(&t->f, true), 0);
-    assert_int_equal(vfe_vq_setup(&t->f, 0, VT_RING, false), 0);
+    assert_int_equal(vfe_vq_setup(&t->f, 0, FX_RING, false), 0);
     vfe_desc_write(&t->f, 0, 0, t->f.reg[0].gpa, (uint32_t)big, 1, 1);
     vfe_desc_write(&t->f, 0, 1, t->f.reg[1].gpa, (uint32_t)big, 0, 0);
     vfe_vq_publish(&t->f, 0, 0);
@@ -470,10 +470,10 @@ static void test_len_overflow(void **state)
  * nothing consumed, the ring not broken. */
 static void test_chain_too_many_segments(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint64_t tab;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     tab = vfe_alloc(&t->f, 0, 16 * 70, 16);
     for (uint16_t i = 0; i < 70; i++) {
         vfe_ind_write(&t->f, tab, i, wbuf(t), 8, 2 | (i < 69 ? 1 : 0),
@@ -489,9 +489,9 @@ static void test_chain_too_many_segments(void **state)
 
 static void test_write_then_read(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     vfe_desc_write(&t->f, 0, 0, wbuf(t), 64, 1 | 2, 1);
     vfe_desc_write(&t->f, 0, 1, wbuf(t), 64, 0, 0);
     vfe_vq_publish(&t->f, 0, 0);
@@ -500,12 +500,12 @@ static void test_write_then_read(void **state)
 
 static void test_avail_idx_ahead(void **state)
 {
-    vt *t = &((hs *)*state)->t;
+    fx *t = &((hs *)*state)->t;
     uint16_t *avail;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     avail = (uint16_t *)t->f.vq[0].avail;
-    __atomic_store_n(&avail[1], VT_RING + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&avail[1], FX_RING + 1, __ATOMIC_RELEASE);
     assert_broken(t, "avail index");
 }
 

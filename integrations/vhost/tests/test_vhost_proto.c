@@ -15,15 +15,15 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "vhtest.h"
+#include "fixture.h"
 
 #define BIT(n) (1ull << (n))
 
 static int setup(void **state)
 {
-    static vt t;
+    static fx t;
 
-    if (vt_init(&t) < 0) {
+    if (fx_init(&t) < 0) {
         return -1;
     }
     *state = &t;
@@ -32,30 +32,30 @@ static int setup(void **state)
 
 static int teardown(void **state)
 {
-    vt_fini(*state);
+    fx_fini(*state);
     return 0;
 }
 
 static void test_negotiate(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     uint64_t v;
 
-    assert_int_equal(vfe_connect(f, t->path, vt_pump, t), 0);
+    assert_int_equal(vfe_connect(f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_FEATURES, &v), 0);
     assert_true(v & BIT(AIOL_VHOST_F_VERSION_1));
     assert_true(v & BIT(AIOL_VHOST_F_RING_INDIRECT_DESC));
     assert_true(v & BIT(AIOL_VHOST_F_RING_EVENT_IDX));
     assert_true(v & BIT(AIOL_VHOST_F_PROTOCOL_FEATURES));
-    assert_true(v & BIT(TOY_F_ECHO));
+    assert_true(v & BIT(TOYDEV_F_ECHO));
     assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_PROTOCOL_FEATURES, &v), 0);
     assert_int_equal(v, BIT(AIOL_VHOST_PROTOCOL_F_MQ) |
                         BIT(AIOL_VHOST_PROTOCOL_F_REPLY_ACK) |
                         BIT(AIOL_VHOST_PROTOCOL_F_CONFIG));
     assert_true(aiol_vhost_dev_connected(t->dev));
     vfe_close(f);
-    assert_int_equal(vfe_connect(f, t->path, vt_pump, t), 0);
+    assert_int_equal(vfe_connect(f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_negotiate(f, BIT(AIOL_VHOST_F_VERSION_1) |
                                    BIT(AIOL_VHOST_F_PROTOCOL_FEATURES),
                                    BIT(AIOL_VHOST_PROTOCOL_F_MQ)), 0);
@@ -67,22 +67,22 @@ static void test_negotiate(void **state)
                      BIT(AIOL_VHOST_PROTOCOL_F_MQ));
     /* MQ: the queue count. */
     assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_QUEUE_NUM, &v), 0);
-    assert_int_equal(v, VT_QUEUES);
+    assert_int_equal(v, FX_QUEUES);
     /* Features that were not offered: refused, and without REPLY_ACK the
      * frontend cannot learn it, so the connection goes. */
     assert_int_equal(vfe_set_u64(f, AIOL_VHOST_SET_FEATURES, BIT(45), false),
                      0);
     assert_true(vfe_dropped(f));
-    vt_assert_serves_next(t);
+    fx_assert_serves_next(t);
 }
 
 static void test_reply_ack(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     aiol_vhost_stats st;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, 1, 64,
                                      true), 0);
     /* A refused request with need_reply: a failure ack, still connected. */
@@ -97,22 +97,22 @@ static void test_reply_ack(void **state)
     aiol_vhost_dev_get_stats(t->dev, &st);
     assert_int_equal(st.nacks, 4);
     assert_int_equal(st.drops, 0);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     /* The same refusal without need_reply drops the connection. */
     assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, 1, 3,
                                      false), 0);
     assert_true(vfe_dropped(f));
-    vt_assert_serves_next(t);
+    fx_assert_serves_next(t);
 }
 
 static void test_config(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     uint8_t p[12 + 16];
     uint32_t c[3] = { 0, 16, 0 };
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     memset(p, 0, sizeof(p));
     memcpy(p, c, 12);
     assert_int_equal(vfe_send(f, AIOL_VHOST_GET_CONFIG, 0, p, 28, NULL, 0),
@@ -136,32 +136,32 @@ static void test_config(void **state)
     assert_int_equal(vfe_send(f, AIOL_VHOST_SET_CONFIG, 0, p, 16, NULL, 0),
                      0);
     assert_true(vfe_dropped(f));
-    vt_assert_serves_next(t);
+    fx_assert_serves_next(t);
 }
 
 static void test_direct_two_regions(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     aiol_vhost_vq_stats st;
 
-    assert_int_equal(vt_session(t, VT_NO_EVENT_IDX, VT_ALL_PROTOCOL), 0);
-    for (int i = 0; i < 3 * VT_RING; i++) { /* wraps the ring 3 times */
-        assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_session(t, FX_NO_EVENT_IDX, FX_ALL_PROTOCOL), 0);
+    for (int i = 0; i < 3 * FX_RING; i++) { /* wraps the ring 3 times */
+        assert_int_equal(fx_request(t, 0, false), 0);
         assert_int_equal(vfe_vq_calls(&t->f, 0), 1);
     }
     aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
-    assert_int_equal(st.popped, 3 * VT_RING);
-    assert_int_equal(st.calls, 3 * VT_RING);
-    assert_int_equal(t->toy.handled, 3 * VT_RING);
+    assert_int_equal(st.popped, 3 * FX_RING);
+    assert_int_equal(st.calls, 3 * FX_RING);
+    assert_int_equal(t->toy.handled, 3 * FX_RING);
 }
 
 static void test_indirect(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     for (int i = 0; i < 20; i++) {
-        assert_int_equal(vt_request(t, 0, i % 2 == 0), 0);
+        assert_int_equal(fx_request(t, 0, i % 2 == 0), 0);
     }
     assert_int_equal(t->toy.handled, 20);
 }
@@ -169,39 +169,39 @@ static void test_indirect(void **state)
 /* MQ: two queues served independently. */
 static void test_multiqueue(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
 
-    assert_int_equal(vt_session(t, VT_NO_EVENT_IDX, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_NO_EVENT_IDX, FX_ALL_PROTOCOL), 0);
     assert_int_equal(vfe_vq_setup(&t->f, 3, 8, false), 0);
-    assert_int_equal(vt_request(t, 3, false), 0);
-    assert_int_equal(vt_request(t, 0, true), 0);
-    assert_int_equal(vt_request(t, 3, true), 0);
+    assert_int_equal(fx_request(t, 3, false), 0);
+    assert_int_equal(fx_request(t, 0, true), 0);
+    assert_int_equal(fx_request(t, 3, true), 0);
     assert_int_equal(vfe_vq_calls(&t->f, 3), 2);
     assert_int_equal(vfe_vq_calls(&t->f, 0), 1);
 }
 
 static void test_event_idx(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     aiol_vhost_vq_stats st;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     /* First notify always signals. */
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 1);
     /* The backend asks to be kicked at the next avail entry. */
     assert_int_equal(vfe_vq_avail_event(f, 0), 1);
     /* used_event far ahead: the next completions are not signalled. */
     vfe_vq_set_used_event(f, 0, 10);
-    assert_int_equal(vt_request(t, 0, false), 0);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 0);
     aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
     assert_int_equal(st.suppressed, 2);
     /* used_event = 3: signal when used idx passes 3 -> 4. */
     vfe_vq_set_used_event(f, 0, 3);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 1);
     assert_int_equal(vfe_vq_avail_event(f, 0), 4);
     aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
@@ -210,34 +210,34 @@ static void test_event_idx(void **state)
 
 static void test_no_interrupt(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     aiol_vhost_vq_stats st;
 
-    assert_int_equal(vt_session(t, VT_NO_EVENT_IDX, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_NO_EVENT_IDX, FX_ALL_PROTOCOL), 0);
     vfe_vq_no_interrupt(f, 0, true);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 0);
     vfe_vq_no_interrupt(f, 0, false);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 1);
     aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
     assert_int_equal(st.suppressed, 1);
     assert_int_equal(st.calls, 1);
 }
 
-/* Seed 002: a queue whose call fd is "none" is never signalled; the due
- * signals are counted as skipped. */
+/* A queue whose call fd is "none" belongs to a driver that polls: it is
+ * never signalled, and the due signals are counted as skipped. */
 static void test_call_nofd(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     aiol_vhost_vq_stats st;
 
-    assert_int_equal(vt_session(t, VT_NO_EVENT_IDX, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_session(t, FX_NO_EVENT_IDX, FX_ALL_PROTOCOL), 0);
     assert_int_equal(vfe_vq_setup(f, 2, 8, true), 0);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(vt_request(t, 2, false), 0);
+        assert_int_equal(fx_request(t, 2, false), 0);
     }
     aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 2), &st);
     assert_int_equal(st.skipped, 3);
@@ -247,13 +247,13 @@ static void test_call_nofd(void **state)
 
 static void test_get_vring_base(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     uint32_t s[2] = { 0, 0 };
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-    assert_int_equal(vt_request(t, 0, false), 0);
-    assert_int_equal(vt_request(t, 0, true), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
+    assert_int_equal(fx_request(t, 0, true), 0);
     assert_true(aiol_vhost_vq_running(aiol_vhost_dev_vq(t->dev, 0)));
     assert_int_equal(vfe_send(f, AIOL_VHOST_GET_VRING_BASE, 0, s, 8, NULL, 0),
                      0);
@@ -276,12 +276,12 @@ static void test_get_vring_base(void **state)
 
 static void test_reconnect(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     aiol_vhost_stats st;
 
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-        assert_int_equal(vt_request(t, 0, i == 1), 0);
+        assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+        assert_int_equal(fx_request(t, 0, i == 1), 0);
         vfe_close(&t->f);
         vfe_pump(&t->f, 10);
         assert_false(aiol_vhost_dev_connected(t->dev));
@@ -297,11 +297,11 @@ static void test_reconnect(void **state)
     {
         vfe g;
 
-        assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-        assert_int_equal(vfe_connect(&g, t->path, vt_pump, t), 0);
+        assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+        assert_int_equal(vfe_connect(&g, t->path, fx_pump, t), 0);
         assert_true(vfe_dropped(&g));
         vfe_close(&g);
-        assert_int_equal(vt_request(t, 0, false), 0);
+        assert_int_equal(fx_request(t, 0, false), 0);
         aiol_vhost_dev_get_stats(t->dev, &st);
         assert_int_equal(st.refused, 1);
         assert_int_equal(st.accepts, 4);
@@ -312,15 +312,15 @@ static void test_reconnect(void **state)
  * it, only after SET_VRING_ENABLE 1, and SET_VRING_ENABLE 0 disables it. */
 static void test_vring_enable(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     uint64_t w;
     vfe_buf b;
 
-    assert_int_equal(vt_session(t, ~BIT(AIOL_VHOST_F_PROTOCOL_FEATURES), 0),
+    assert_int_equal(fx_session(t, ~BIT(AIOL_VHOST_F_PROTOCOL_FEATURES), 0),
                      0);
-    assert_int_equal(vt_request(t, 0, false), 0);
-    vt_assert_serves_next(t); /* with PROTOCOL_FEATURES: enabled by vfe */
+    assert_int_equal(fx_request(t, 0, false), 0);
+    fx_assert_serves_next(t); /* with PROTOCOL_FEATURES: enabled by vfe */
     assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_ENABLE, 0, 0,
                                      true), 0);
     w = vfe_alloc(f, 0, 16, 1);
@@ -338,11 +338,11 @@ static void test_vring_enable(void **state)
 /* RESET_OWNER forgets the features, memory and rings of the session. */
 static void test_reset_owner(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
 
-    assert_int_equal(vt_session(t, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_send(f, AIOL_VHOST_RESET_OWNER, 0, NULL, 0, NULL, 0),
                      0);
     vfe_pump(f, 5);
@@ -351,22 +351,22 @@ static void test_reset_owner(void **state)
     assert_int_equal(aiol_vhost_vq_size(aiol_vhost_dev_vq(t->dev, 0)), 0);
     /* The same connection sets everything up again. */
     f->reg[0].brk = f->reg[1].brk = 0;
-    assert_int_equal(vfe_negotiate(f, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
+    assert_int_equal(vfe_negotiate(f, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     assert_int_equal(vfe_set_mem_table(f, true), 0);
-    assert_int_equal(vfe_vq_setup(f, 0, VT_RING, false), 0);
-    assert_int_equal(vt_request(t, 0, true), 0);
+    assert_int_equal(vfe_vq_setup(f, 0, FX_RING, false), 0);
+    assert_int_equal(fx_request(t, 0, true), 0);
 }
 
 /* A connected socket handed over with aiol_vhost_dev_adopt(). */
 static void test_adopt(void **state)
 {
-    vt *t = *state;
+    fx *t = *state;
     vfe *f = &t->f;
     int sv[2];
 
     assert_int_equal(socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv),
                      0);
-    assert_int_equal(vfe_connect(f, t->path, vt_pump, t), 0);
+    assert_int_equal(vfe_connect(f, t->path, fx_pump, t), 0);
     vfe_pump(f, 5);
     assert_int_equal(aiol_vhost_dev_adopt(t->dev, sv[0]), -EBUSY);
     close(sv[1]);
@@ -376,15 +376,15 @@ static void test_adopt(void **state)
                      0);
     assert_int_equal(aiol_vhost_dev_adopt(t->dev, sv[0]), 0);
     f->sock = sv[1];
-    assert_int_equal(vfe_negotiate(f, VT_ALL_FEATURES, VT_ALL_PROTOCOL), 0);
-    assert_int_equal(vfe_mem_create(f, VT_RAM, 2), 0);
+    assert_int_equal(vfe_negotiate(f, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+    assert_int_equal(vfe_mem_create(f, FX_RAM, 2), 0);
     assert_int_equal(vfe_set_mem_table(f, true), 0);
-    assert_int_equal(vfe_vq_setup(f, 0, VT_RING, false), 0);
-    assert_int_equal(vt_request(t, 0, false), 0);
+    assert_int_equal(vfe_vq_setup(f, 0, FX_RING, false), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
 }
 
 /* Misuse by the embedding program aborts with a message. */
-static void expect_abort(vt *t, int what)
+static void expect_abort(fx *t, int what)
 {
     pid_t pid = fork();
     int st;
@@ -395,7 +395,7 @@ static void expect_abort(vt *t, int what)
 
         switch (what) {
         case 0:
-            aiol_vhost_dev_vq(t->dev, VT_QUEUES);
+            aiol_vhost_dev_vq(t->dev, FX_QUEUES);
             break;
         case 1:
             aiol_vhost_vq_push(aiol_vhost_dev_vq(t->dev, 0), &e, 1);

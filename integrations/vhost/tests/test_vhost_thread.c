@@ -17,13 +17,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "vhtest.h"
+#include "fixture.h"
 
 static atomic_bool stop;
 
 static void *backend(void *opaque)
 {
-    vt *t = opaque;
+    fx *t = opaque;
 
     while (!atomic_load(&stop)) {
         aiol_loop_poll(t->loop, true);
@@ -38,15 +38,15 @@ static void yield_pump(void *opaque)
     usleep(20);
 }
 
-static int session(vt *t)
+static int session(fx *t)
 {
     int r;
 
     if ((r = vfe_connect(&t->f, t->path, yield_pump, t)) < 0 ||
-        (r = vfe_negotiate(&t->f, VT_NO_EVENT_IDX, VT_ALL_PROTOCOL)) < 0 ||
-        (r = vfe_mem_create(&t->f, VT_RAM, 2)) < 0 ||
+        (r = vfe_negotiate(&t->f, FX_NO_EVENT_IDX, FX_ALL_PROTOCOL)) < 0 ||
+        (r = vfe_mem_create(&t->f, FX_RAM, 2)) < 0 ||
         (r = vfe_set_mem_table(&t->f, true)) < 0 ||
-        (r = vfe_vq_setup(&t->f, 0, VT_RING, false)) < 0 ||
+        (r = vfe_vq_setup(&t->f, 0, FX_RING, false)) < 0 ||
         (r = vfe_vq_setup(&t->f, 1, 8, false)) < 0) {
         return r;
     }
@@ -54,7 +54,7 @@ static int session(vt *t)
 }
 
 /* Waits (blocking) for a call on queue @q. */
-static void wait_call(vt *t, unsigned q)
+static void wait_call(fx *t, unsigned q)
 {
     struct pollfd p = { .fd = t->f.vq[q].call, .events = POLLIN };
 
@@ -64,13 +64,13 @@ static void wait_call(vt *t, unsigned q)
 
 static void test_backend_thread(void **state)
 {
-    static vt t;
+    static fx t;
     pthread_t th;
     aiol_vhost_stats st;
     int n = 0;
 
     (void)state;
-    assert_int_equal(vt_init(&t), 0);
+    assert_int_equal(fx_init(&t), 0);
     atomic_store(&stop, false);
     assert_int_equal(pthread_create(&th, NULL, backend, &t), 0);
     for (int s = 0; s < 4; s++) {
@@ -78,7 +78,7 @@ static void test_backend_thread(void **state)
         for (int i = 0; i < 40; i++) {
             unsigned q = (unsigned)i % 2;
 
-            assert_int_equal(vt_request(&t, q, i % 3 == 0), 0);
+            assert_int_equal(fx_request(&t, q, i % 3 == 0), 0);
             wait_call(&t, q);
             n++;
         }
@@ -96,10 +96,10 @@ static void test_backend_thread(void **state)
     assert_int_equal(st.malformed, 0);
     assert_true(aiol_vhost_dev_connected(t.dev));
     vfe_close(&t.f);
-    t.f.pump = vt_pump;
+    t.f.pump = fx_pump;
     vfe_pump(&t.f, 10);
     assert_false(aiol_vhost_dev_connected(t.dev));
-    vt_fini(&t);
+    fx_fini(&t);
 }
 
 int main(void)

@@ -4,7 +4,7 @@
 
 #include "toydev.h"
 
-uint32_t toy_hash(const void *p, size_t len)
+uint32_t toydev_hash(const void *p, size_t len)
 {
     const uint8_t *b = p;
     uint32_t h = 2166136261u;
@@ -15,14 +15,14 @@ uint32_t toy_hash(const void *p, size_t len)
     return h;
 }
 
-static uint64_t toy_features(void *opaque)
+static uint64_t toydev_features(void *opaque)
 {
     (void)opaque;
-    return 1ull << TOY_F_ECHO;
+    return 1ull << TOYDEV_F_ECHO;
 }
 
-static int toy_get_config(void *opaque, uint8_t *buf, uint32_t off,
-                          uint32_t len)
+static int toydev_get_config(void *opaque, uint8_t *buf, uint32_t off,
+                             uint32_t len)
 {
     toydev *t = opaque;
 
@@ -33,8 +33,8 @@ static int toy_get_config(void *opaque, uint8_t *buf, uint32_t off,
     return 0;
 }
 
-static int toy_set_config(void *opaque, const uint8_t *buf, uint32_t off,
-                          uint32_t len, uint32_t flags)
+static int toydev_set_config(void *opaque, const uint8_t *buf,
+                             uint32_t off, uint32_t len, uint32_t flags)
 {
     toydev *t = opaque;
 
@@ -68,7 +68,7 @@ static void put(aiol_vhost_elem *e, uint64_t at, const void *src, size_t len)
     }
 }
 
-static void toy_queue(void *opaque, aiol_vhost_vq *vq)
+static void toydev_queue(void *opaque, aiol_vhost_vq *vq)
 {
     toydev *t = opaque;
     struct iovec iov[64];
@@ -96,7 +96,7 @@ static void toy_queue(void *opaque, aiol_vhost_vq *vq)
             memcpy(data + n, iov[i].iov_base, l);
             n += l;
         }
-        h = toy_hash(data, n);
+        h = toydev_hash(data, n);
         wrote = 0;
         if (e.in_len >= 4) {
             uint64_t room = e.in_len - 4;
@@ -115,7 +115,7 @@ static void toy_queue(void *opaque, aiol_vhost_vq *vq)
     aiol_vhost_vq_notify(vq);
 }
 
-static void toy_stop(void *opaque, aiol_vhost_vq *vq)
+static void toydev_stop(void *opaque, aiol_vhost_vq *vq)
 {
     toydev *t = opaque;
 
@@ -123,7 +123,7 @@ static void toy_stop(void *opaque, aiol_vhost_vq *vq)
     t->stops++;
 }
 
-static void toy_connection(void *opaque, bool up)
+static void toydev_connection(void *opaque, bool up)
 {
     toydev *t = opaque;
 
@@ -135,10 +135,10 @@ static void toy_connection(void *opaque, bool up)
 }
 
 const aiol_vhost_dev_ops toydev_ops = {
-    .get_features = toy_features,
-    .get_config = toy_get_config,
-    .set_config = toy_set_config,
-    .queue = toy_queue,
-    .queue_stop = toy_stop,
-    .connection = toy_connection,
+    .get_features = toydev_features,
+    .get_config = toydev_get_config,
+    .set_config = toydev_set_config,
+    .queue = toydev_queue,
+    .queue_stop = toydev_stop,
+    .connection = toydev_connection,
 };

@@ -1,6 +1,6 @@
 /*
- * toydev.h - a toy vhost-user device for the tests: a checksum/echo
- * device.  For each chain its queue handler hashes (FNV-1a 32) the
+ * toydev.h - a toy vhost-user device (toydev_) for the tests: a
+ * checksum/echo device.  For each chain its queue handler hashes (FNV-1a 32) the
  * device-readable bytes and writes into the device-writable buffers the
  * hash (4 bytes, little endian) followed by as much of the readable bytes
  * as fits; the used length is what it wrote.  Config space: 16 bytes,
@@ -14,7 +14,7 @@
 
 #include "aioloop/vhost.h"
 
-#define TOY_F_ECHO 0  /* the toy's own feature bit */
+#define TOYDEV_F_ECHO 0  /* the toy's own feature bit */
 
 typedef struct toydev {
     aiol_vhost_dev *dev;
@@ -28,6 +28,6 @@ typedef struct toydev {
 
 extern const aiol_vhost_dev_ops toydev_ops;
 
-uint32_t toy_hash(const void *p, size_t len);
+uint32_t toydev_hash(const void *p, size_t len);
 
 #endif
