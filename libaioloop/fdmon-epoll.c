@@ -23,45 +23,10 @@
  * handler makes no syscall at all, so a closed fd is only found out when
  * its ADD fails (below).
  *
- * Lazy removal.  A removal on the polling thread (the thread whose waits
- * harvest events) makes no syscall either: the registration is kept
- * (epoll_fd.kept), and the caller may still close the fd at once.
- * Three things can happen to a kept registration:
- *
- *   - the fd is set again.  Its file may have changed meanwhile (closed,
- *     number reused), so the flush probes with ADD: EEXIST proves the
- *     registration is the kept one, of the same file, and only a changed
- *     set of events costs a MOD; success means the old file is gone (the
- *     kernel dropped its registration at its last close) or lives on
- *     elsewhere (below).  Churn on one fd costs one failing ADD a pair,
- *     where ADD + DEL cost two full ones.
- *   - it reports an event.  Nobody wants it: the wait DELs it then, once.
- *   - its file outlives the fd (a dup, an eventfd KVM or a vhost-user
- *     frontend still holds) and reports an event after the fd was closed
- *     or its number reused.  The generation in the event no longer
- *     matches the fd's, or the DEL fails: no fd number reaches that
- *     registration any more, and the only way to drop it is a new epoll
- *     instance.  The wait builds one with every live registration, puts
- *     it at the old one's fd number (dup3, so a host polling the epoll fd
- *     is not lost) and closes the old.  No callback ever runs for such an
- *     event; a rebuild costs one ADD per live handler, and only a file
- *     that outlived both its fd and its handler can cause one.
- *
- * A removal on any other thread DELs at once, under the lock: its caller
- * may close the fd and the number may name another file as soon as the
- * call returns, so the poller must not DEL that number later (that would
- * race the caller's close and could drop a stranger's registration).  A
- * DEL that succeeded marks the fd gone, so an event the poller harvested
- * just before it is dropped quietly instead of taken for a stale
- * registration.  When another thread starts to poll the loop, the kept
- * registrations are its predecessor's removals: the new poller drops them
- * with a rebuild, which touches no fd number of theirs.
- *
- * Once aiol_loop_get_fd() hands the epoll fd to a host, the instance must
- * stay: a host may watch it in an epoll set of its own, where a new file
- * under the same number is not watched.  The first hand-out drops every
- * kept registration (a rebuild, the last one), and from then on removals
- * DEL at once, whatever the thread.
+ * Lazy removal (epoll-removal.c).  A removal on the polling thread makes
+ * no syscall: the registration is kept until the fd is set again, it
+ * reports an event, or its file turns out to outlive the fd; a removal
+ * on any other thread DELs at once.
  *
  * Kernel quirks.  epoll watches (file, fd) pairs and drops a registration
  * by itself only when the last reference to the file goes away.  DEL of an
@@ -93,6 +58,7 @@
 #include <unistd.h>
 
 #include "fdmon.h"
+#include "epoll-priv.h"
 
 #define EVENTS_MIN 64
 #define EVENTS_MAX 1024
@@ -100,65 +66,10 @@
  * by the next flush; a wait lasts at most this long meanwhile. */
 #define RETRY_NS (1000 * 1000)
 
-/* Per fd number; under loop->lock. */
-typedef struct epoll_fd {
-    uint8_t kernel; /* AIOL__EV_* the registration under gen holds (0: none) */
-    uint8_t always; /* AIOL__EV_* reported at every wait (epoll refused it) */
-    bool dirty;     /* on the dirty list */
-    bool kept : 1;  /* kernel != 0 but its handler is gone (lazy removal,
-                       see the top); the fd may name another file by now */
-    bool gone : 1;  /* kernel == 0 because we dropped gen's registration
-                       (a DEL that succeeded, a rebuild): an event of gen
-                       harvested before that is a leftover, not stale */
-    uint32_t gen;   /* of the fd's last successful ADD; in data.u64 >> 32 */
-} epoll_fd;
-
-typedef struct epoll_state {
-    int epfd;
-    bool no_pwait2;             /* polling thread: epoll_pwait2 gave ENOSYS */
-    int nevents;                /* polling thread */
-    struct epoll_event *events; /* polling thread */
-    epoll_fd *fds;              /* loop->lock; indexed by fd */
-    size_t nfds;                /* loop->lock */
-    int *dirty;                 /* loop->lock: fds flush() must look at */
-    size_t ndirty, dirty_cap;   /* loop->lock */
-    int *always;                /* loop->lock: fds with always != 0 */
-    size_t nalways, always_cap; /* loop->lock */
-    /*
-     * Set under loop->lock when the dirty list becomes non-empty, read
-     * without it by flush() to skip the lock when nothing is dirty.  The
-     * seq_cst fences F1 (the poller, after announcing notify_me) and F4
-     * (handler.c, after a deferred change) pair so that either the poller
-     * sees the flag or the changer sees notify_me and wakes it.
-     */
-    atomic_bool has_dirty;
-    /*
-     * loop->lock.  A set since the last flush returned 0, so its caller
-     * wakes the poller if it may sleep; later sets return
-     * AIOL__UPDATE_OWED until the next flush (fdmon.h).
-     */
-    bool owed;
-    atomic_bool has_always;     /* nalways != 0; written under loop->lock */
-    size_t nkept;               /* fds with kept set; loop->lock */
-    /*
-     * aiol__thread_id() of the thread whose waits harvest events, 0
-     * before the first wait: a removal on it may be lazy (see the top).
-     * Written under loop->lock by that thread, which reads it without.
-     */
-    uint64_t waiter;
-    /*
-     * aiol_loop_get_fd() gave the epoll fd to a host, which may watch it
-     * in an epoll set of its own (libev, libuv, a VMM's loop): replacing
-     * the instance would silently drop it there.  So from then on a
-     * removal DELs at once and nothing rebuilds (see the top).  Written
-     * under loop->lock by the polling thread, which may read it without.
-     */
-    bool handed_out;
-} epoll_state;
 
 static int epoll_init(aiol_loop *loop)
 {
-    epoll_state *s = calloc(1, sizeof(*s));
+    aiol__epoll_state *s = calloc(1, sizeof(*s));
 
     if (s == NULL) {
         return -ENOMEM;
@@ -182,7 +93,7 @@ static int epoll_init(aiol_loop *loop)
 
 static void epoll_fini(aiol_loop *loop)
 {
-    epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->mon_state;
 
     close(s->epfd);
     free(s->events);
@@ -194,7 +105,7 @@ static void epoll_fini(aiol_loop *loop)
 }
 
 /* Under loop->lock.  Takes @fd off the always-ready list. */
-static void always_drop(epoll_state *s, int fd)
+static void always_drop(aiol__epoll_state *s, int fd)
 {
     for (size_t i = 0; i < s->nalways; i++) {
         if (s->always[i] == fd) {
@@ -214,7 +125,7 @@ static void always_drop(epoll_state *s, int fd)
  * where a failure could not be reported (a flush, a wait), never
  * allocates.  0 or -ENOMEM, the registrations unchanged.
  */
-static int reserve_fd(epoll_state *s, int fd)
+static int reserve_fd(aiol__epoll_state *s, int fd)
 {
     return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), fd,
                             &s->dirty, &s->dirty_cap, &s->always,
@@ -222,7 +133,7 @@ static int reserve_fd(epoll_state *s, int fd)
 }
 
 /* Under loop->lock.  Puts @fd on the dirty list (room: reserve_fd()). */
-static void mark_dirty(epoll_state *s, int fd)
+static void mark_dirty(aiol__epoll_state *s, int fd)
 {
     int ret = aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
                                  &s->fds[fd].dirty, fd);
@@ -235,8 +146,8 @@ static void mark_dirty(epoll_state *s, int fd)
  * Under loop->lock.  One epoll_ctl of @fd in @epfd for @ev, stamped with
  * generation @gen.  0 or -errno.
  */
-static int ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
-               uint32_t gen)
+int aiol__epoll_ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
+                    uint32_t gen)
 {
     struct epoll_event e = {
         .events = aiol__events_to_poll(ev),
@@ -248,55 +159,30 @@ static int ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
     return epoll_ctl(epfd, op, fd, &e) == 0 ? 0 : -errno;
 }
 
-/* Under loop->lock.  Sets or clears @fd's kept flag, counting it. */
-static void set_kept(epoll_state *s, int fd, bool kept)
-{
-    epoll_fd *st = &s->fds[fd];
-
-    s->nkept += (size_t)kept - (size_t)st->kept;
-    st->kept = kept;
-}
-
 /* Under loop->lock.  A new registration of @fd, under the next generation. */
-static int add(aiol_loop *loop, epoll_state *s, int fd, unsigned ev)
+static int add(aiol_loop *loop, aiol__epoll_state *s, int fd, unsigned ev)
 {
-    epoll_fd *st = &s->fds[fd];
-    int ret = ctl(loop, s->epfd, EPOLL_CTL_ADD, fd, ev, st->gen + 1);
+    aiol__epoll_fd *st = &s->fds[fd];
+    int ret =
+        aiol__epoll_ctl(loop, s->epfd, EPOLL_CTL_ADD, fd, ev, st->gen + 1);
 
     if (ret == 0) {
         st->gen++;
         st->kernel = (uint8_t)ev;
         st->gone = false;
-        set_kept(s, fd, false);
+        aiol__epoll_kept_set(s, fd, false);
     }
     return ret;
-}
-
-/*
- * Under loop->lock.  DELs @fd's registration now; true when the kernel
- * dropped it (the fd still names its file).  Either way the fd has no
- * registration we know of afterwards: one that is left belongs to a file
- * that outlived the fd, and only a rebuild drops it (see the top).
- */
-static bool del_now(aiol_loop *loop, epoll_state *s, int fd)
-{
-    epoll_fd *st = &s->fds[fd];
-    bool ok = ctl(loop, s->epfd, EPOLL_CTL_DEL, fd, 0, st->gen) == 0;
-
-    st->kernel = 0;
-    st->gone = ok;
-    set_kept(s, fd, false);
-    return ok;
 }
 
 /* Under loop->lock.  Records the change for the next flush. */
 static int epoll_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
 {
-    epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->mon_state;
     unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
     int fd = old ? old->fd : new_->fd;
-    epoll_fd *st;
+    aiol__epoll_fd *st;
     int ret;
 
     aiol__assert_locked(loop);
@@ -317,10 +203,10 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
          * No DEL on the polling thread: the registration is kept (lazy
          * removal, see the top).  Elsewhere, or once handed out, DEL now.
          */
-        set_kept(s, fd, st->kernel != 0);
+        aiol__epoll_kept_set(s, fd, st->kernel != 0);
         if (st->kept &&
             (s->handed_out || s->waiter != aiol__thread_id())) {
-            (void)del_now(loop, s, fd); /* (a failure: closed first) */
+            (void)aiol__epoll_del(loop, s, fd); /* (a failure: closed first) */
         }
         if (st->always != 0) {
             always_drop(s, fd);
@@ -336,11 +222,11 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
  * Returns true when the kernel refused it for now (out of memory or of
  * max_user_watches): the fd must be tried again.
  */
-static bool sync_fd(aiol_loop *loop, epoll_state *s, int fd)
+static bool sync_fd(aiol_loop *loop, aiol__epoll_state *s, int fd)
 {
     aiol__handler *node = aiol__handler_lookup(loop, fd);
     unsigned want = node ? node->events : 0u;
-    epoll_fd *st = &s->fds[fd];
+    aiol__epoll_fd *st = &s->fds[fd];
     int ret;
 
     aiol__assert_locked(loop);
@@ -355,12 +241,15 @@ static bool sync_fd(aiol_loop *loop, epoll_state *s, int fd)
         }
         ret = add(loop, s, fd, want); /* the probe (see the top) */
         if (ret == -EEXIST) {
-            set_kept(s, fd, false); /* the kept registration, same file */
+            /* the kept registration, same file */
+            aiol__epoll_kept_set(s, fd, false);
             ret = want == st->kernel
                       ? 0
-                      : ctl(loop, s->epfd, EPOLL_CTL_MOD, fd, want, st->gen);
+                      : aiol__epoll_ctl(loop, s->epfd, EPOLL_CTL_MOD, fd,
+                                        want, st->gen);
         } else if (ret < 0 && ret != -ENOMEM && ret != -ENOSPC) {
-            set_kept(s, fd, false); /* another file or none: see below */
+            /* another file or none: its own case below */
+            aiol__epoll_kept_set(s, fd, false);
             st->kernel = 0;
             st->gone = false;
         }
@@ -369,8 +258,9 @@ static bool sync_fd(aiol_loop *loop, epoll_state *s, int fd)
     } else if (st->kernel == 0) {
         ret = add(loop, s, fd, want);
     } else {
-        ret = ctl(loop, s->epfd, want ? EPOLL_CTL_MOD : EPOLL_CTL_DEL, fd,
-                  want, st->gen);
+        ret = aiol__epoll_ctl(loop, s->epfd,
+                              want ? EPOLL_CTL_MOD : EPOLL_CTL_DEL, fd, want,
+                              st->gen);
         if (ret == -ENOENT || ret == -EBADF) {
             st->kernel = 0; /* closed under its handler, maybe reused */
             ret = want ? add(loop, s, fd, want) : 0;
@@ -395,7 +285,7 @@ static bool sync_fd(aiol_loop *loop, epoll_state *s, int fd)
 }
 
 /* Under loop->lock.  Hands every pending change to the kernel. */
-static void flush_locked(aiol_loop *loop, epoll_state *s)
+static void flush_locked(aiol_loop *loop, aiol__epoll_state *s)
 {
     size_t keep = 0;
 
@@ -423,18 +313,18 @@ static void flush_locked(aiol_loop *loop, epoll_state *s)
  */
 static bool epoll_direct_enter(aiol_loop *loop)
 {
-    epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->mon_state;
     aiol__handler *node;
 
     aiol__assert_locked(loop);
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
-        epoll_fd *st = &s->fds[node->fd];
+        aiol__epoll_fd *st = &s->fds[node->fd];
 
         if (st->kernel == 0) {
             continue;
         }
         /* (a failure: the registration is another file's; see the wait) */
-        (void)del_now(loop, s, node->fd);
+        (void)aiol__epoll_del(loop, s, node->fd);
         mark_dirty(s, node->fd);
     }
     return true;
@@ -445,85 +335,13 @@ static void epoll_direct_leave(aiol_loop *loop)
     flush_locked(loop, loop->mon_state);
 }
 
-/*
- * Under loop->lock; polling thread.  A registration fired that no fd
- * number reaches any more (see the top): replaces the epoll instance with
- * one that holds only the live handlers' registrations, at the same fd
- * number.  Kept registrations are dropped with the old instance.  When
- * the kernel refuses (no memory, no fd), nothing changes and the next
- * such event tries again.  True when the instance was replaced.
- */
-static bool rebuild_locked(aiol_loop *loop, epoll_state *s)
-{
-    int nfd = epoll_create1(EPOLL_CLOEXEC);
-
-    aiol__assert_locked(loop);
-    if (nfd < 0) {
-        return false;
-    }
-    for (size_t fd = 0; fd < s->nfds; fd++) {
-        epoll_fd *st = &s->fds[fd];
-        int ret;
-
-        if (st->kernel == 0 || st->kept) {
-            continue;
-        }
-        ret = ctl(loop, nfd, EPOLL_CTL_ADD, (int)fd, st->kernel, st->gen);
-        if (ret == -ENOMEM || ret == -ENOSPC) {
-            close(nfd);
-            return false;
-        }
-        if (ret < 0) {
-            st->kernel = 0; /* closed under its handler: not watched */
-            st->gone = false;
-            loop->stats.bad_fds++;
-        }
-    }
-    if (dup3(nfd, s->epfd, O_CLOEXEC) < 0) {
-        close(nfd);
-        return false;
-    }
-    close(nfd);
-    for (size_t fd = 0; fd < s->nfds && s->nkept != 0; fd++) {
-        if (s->fds[fd].kept) {
-            set_kept(s, (int)fd, false);
-            s->fds[fd].kernel = 0;
-            s->fds[fd].gone = true;
-        }
-    }
-    return true;
-}
-
-/*
- * Polling thread, lock not held.  The calling thread @me starts to poll
- * the loop: registrations kept until now are another thread's removals,
- * whose fds it may be closing, so they go with a rebuild, which touches
- * none of their numbers.  If the kernel refuses one, they are left for a
- * later rebuild as registrations no fd reaches (their events are stale).
- */
-static void waiter_change(aiol_loop *loop, epoll_state *s, uint64_t me)
-{
-    aiol__lock(loop);
-    if (s->nkept != 0 && !rebuild_locked(loop, s)) {
-        for (size_t fd = 0; fd < s->nfds && s->nkept != 0; fd++) {
-            if (s->fds[fd].kept) {
-                set_kept(s, (int)fd, false);
-                s->fds[fd].kernel = 0;
-                s->fds[fd].gone = false;
-            }
-        }
-    }
-    s->waiter = me;
-    aiol__unlock(loop);
-}
-
 /* Hands every pending change to the kernel.  Polling thread. */
 AIOL__HOT
 static void epoll_flush(aiol_loop *loop)
 {
-    epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->mon_state;
 
-    /* seq_cst: pairs with F4 through F1 (see epoll_state, embed.c). */
+    /* seq_cst: pairs with F4 through F1 (see aiol__epoll_state, embed.c). */
     if (!atomic_load_explicit(&s->has_dirty, memory_order_seq_cst)) {
         return;
     }
@@ -538,13 +356,13 @@ static void epoll_flush(aiol_loop *loop)
 AIOL__HOT
 static bool epoll_pending(aiol_loop *loop)
 {
-    epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->mon_state;
 
     return atomic_load_explicit(&s->has_always, memory_order_relaxed);
 }
 
 AIOL__HOT
-static int epoll_wait_once(epoll_state *s, int64_t deadline_ns)
+static int epoll_wait_once(aiol__epoll_state *s, int64_t deadline_ns)
 {
     struct timespec ts;
     bool finite;
@@ -582,14 +400,14 @@ AIOL__HOT
 static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
                             int64_t deadline_ns)
 {
-    epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->mon_state;
     uint64_t me = aiol__thread_id();
     bool always, stale = false;
     int n, queued = 0;
 
     loop->stats.monitor_waits++;
     if (me != s->waiter) {
-        waiter_change(loop, s, me); /* a kept removal may not be ours */
+        aiol__epoll_waiter_set(loop, s, me); /* kept removals: not ours */
     }
     aiol__embed_direct_end(loop); /* our own wait: the set must be whole */
     epoll_flush(loop);
@@ -612,7 +430,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
     aiol__lock(loop);
     for (int i = 0; i < n; i++) {
         int fd = (int)(uint32_t)s->events[i].data.u64;
-        epoll_fd *st = &s->fds[fd];
+        aiol__epoll_fd *st = &s->fds[fd];
         aiol__handler *node;
 
         if (st->gen != (uint32_t)(s->events[i].data.u64 >> 32) ||
@@ -625,7 +443,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
         }
         if (st->kept) {
             /* nobody's any more: DEL it now, or it is another file's */
-            stale = stale || !del_now(loop, s, fd);
+            stale = stale || !aiol__epoll_del(loop, s, fd);
             continue;
         }
         node = aiol__handler_lookup(loop, fd);
@@ -636,7 +454,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
         }
     }
     if (stale && !s->handed_out) {
-        rebuild_locked(loop, s);
+        aiol__epoll_rebuild(loop, s);
     }
     for (size_t i = 0; i < s->nalways; i++) {
         aiol__handler *node = aiol__handler_lookup(loop, s->always[i]);
@@ -662,7 +480,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
 
 static int epoll_get_fd(aiol_loop *loop)
 {
-    epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->mon_state;
 
     aiol__embed_direct_end(loop);
     if (!s->handed_out) {
@@ -673,11 +491,11 @@ static int epoll_get_fd(aiol_loop *loop)
          */
         aiol__lock(loop);
         if (s->nkept != 0) {
-            (void)rebuild_locked(loop, s);
+            (void)aiol__epoll_rebuild(loop, s);
         }
         for (size_t fd = 0; fd < s->nfds; fd++) {
             if (s->fds[fd].kept) {
-                (void)del_now(loop, s, (int)fd);
+                (void)aiol__epoll_del(loop, s, (int)fd);
             }
         }
         s->handed_out = true;

@@ -67,7 +67,8 @@ static inline unsigned aiol__events_to_poll(unsigned events)
 
 static inline unsigned aiol__events_from_poll(unsigned ev)
 {
-    return (ev & POLLIN ? AIOL__EV_IN : 0u) | (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
+    return (ev & POLLIN ? AIOL__EV_IN : 0u) |
+           (ev & POLLOUT ? AIOL__EV_OUT : 0u) |
            (ev & POLLERR ? AIOL__EV_ERR : 0u) |
            (ev & (POLLHUP | POLLRDHUP) ? AIOL__EV_HUP : 0u);
 }

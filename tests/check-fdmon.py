@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""Holds every fd monitor (libaioloop/fdmon-*.c) to what fdmon.h names.
+"""Holds every fd monitor (libaioloop/fdmon-*.c and the files a monitor
+split into, OWN_HEADERS below) to what fdmon.h names.
 
 libaioloop/fdmon.h says that it and internal.h are a backend's whole
 world, and lists what of the loop a monitor may use.  This check makes
@@ -22,9 +23,14 @@ import os
 import re
 import sys
 
-# A monitor split into several files shares a private header of its own.
+# A monitor split into several files shares a private header of its own;
+# every file of the monitor is held to the same list.
 OWN_HEADERS = {
+    "fdmon-epoll.c": ["epoll-priv.h"],
+    "epoll-removal.c": ["epoll-priv.h"],
     "fdmon-io_uring.c": ["uring-priv.h"],
+    "uring-ring.c": ["uring-priv.h"],
+    "uring-req.c": ["uring-priv.h"],
 }
 
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
@@ -64,8 +70,9 @@ def check(root):
     allowed_fields = fields_in(comments)
     exact, prefixes = names_in(fdmon)
     errors = []
-    monitors = sorted(f for f in os.listdir(lib)
-                      if f.startswith("fdmon-") and f.endswith(".c"))
+    monitors = sorted(set(f for f in os.listdir(lib)
+                          if f.startswith("fdmon-") and f.endswith(".c")) |
+                      set(OWN_HEADERS))
     if not monitors:
         return ["no libaioloop/fdmon-*.c found under " + root]
     for mon in monitors:
