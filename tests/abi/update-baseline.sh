@@ -11,5 +11,5 @@ gen() { abidw --headers-dir "$repo/$3" --no-show-locs --no-corpus-path \
 gen aioloop libaioloop.so include/aioloop
 gen aioloop-glib libaioloop-glib.so include/aioloop
 gen aioloop-ev libaioloop-ev.so include/aioloop
-gen aioloop-vhost integrations/vhost/libaioloop-vhost.so integrations/vhost/include/aioloop
-gen aioloop-vmm integrations/vmm/libaioloop-vmm.so integrations/vmm/include/aioloop
+gen aioloop-vhost libaioloop-vhost.so integrations/vhost/include/aioloop
+gen aioloop-vmm libaioloop-vmm.so integrations/vmm/include/aioloop
