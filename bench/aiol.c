@@ -120,7 +120,7 @@ static void *defer_new(void *loop)
 static void defer_free(void *loop, void *d)
 {
     (void)loop;
-    aiol_bh_delete(d);
+    aiol_bh_free(d);
 }
 
 static void defer_schedule(void *d)
@@ -187,7 +187,7 @@ static int wakeup(const bench_args *args, bench_metric *out)
     int64_t t0;
 
     BENCH_CHECK(aiol_iothread_new(args->backend, &thread) == 0);
-    BENCH_CHECK(aiol_bh_new(aiol_iothread_loop(thread), ping_cb, &pp,
+    BENCH_CHECK(aiol_bh_new(aiol_iothread_loop_get(thread), ping_cb, &pp,
                             &pp.ping) == 0);
     BENCH_CHECK(aiol_bh_new(loop, pong_cb, &pp, &pp.pong) == 0);
     t0 = bench_now_ns();
@@ -196,8 +196,8 @@ static int wakeup(const bench_args *args, bench_metric *out)
         aiol_loop_poll(loop, true);
     }
     bench_wakeup_result(out, t0, pp.rounds, pp.target);
-    aiol_bh_delete(pp.ping);
-    aiol_bh_delete(pp.pong);
+    aiol_bh_free(pp.ping);
+    aiol_bh_free(pp.pong);
     aiol_iothread_free(thread);
     aiol_loop_poll(loop, false);
     aiol_loop_free(loop);
@@ -220,7 +220,7 @@ static void *timer_loop_new(const bench_args *args)
     tl->loop = loop_new(args);
     tl->n = args->n;
     tl->t = malloc((size_t)args->n * sizeof(*tl->t));
-    tl->base = aiol_clock_now_ns();
+    tl->base = aiol_mono_time_get();
     return tl;
 }
 
@@ -237,7 +237,7 @@ static void timer_arm(void *opaque, long i, long timeout_ms)
 {
     timer_loop *tl = opaque;
 
-    BENCH_CHECK(aiol_timer_new(aiol_loop_clock(tl->loop), hit_cb, NULL,
+    BENCH_CHECK(aiol_timer_new(aiol_loop_clock_get(tl->loop), hit_cb, NULL,
                                &tl->t[i]) == 0);
     BENCH_CHECK(aiol_timer_mod(tl->t[i], tl->base + timeout_ms * 1000000) == 0);
 }

@@ -14,10 +14,10 @@
  * oldest: a nested poll started by a callback first finishes its parent's
  * slice, so order holds across nesting and no bottom half runs twice.  A
  * bottom half is unlinked and its flags cleared before its callback runs,
- * so the callback may schedule it again (next iteration) or delete it.
+ * so the callback may schedule it again (next iteration) or free it.
  *
- * Deletion is a schedule with the DELETED flag: the loop frees the bottom
- * half when it next takes it off a list, which makes delete safe from any
+ * Freeing is a schedule with the DELETED flag: the loop frees the bottom
+ * half when it next takes it off a list, which makes a free safe from any
  * thread and from the bottom half's own callback.
  *
  * Local bottom halves (aiol_bh_new_local()) belong to the polling thread:
@@ -113,7 +113,7 @@ static unsigned enqueue_flags(unsigned old, unsigned set)
     unsigned now = old | BH_PENDING | set;
 
     if (!(set & BH_SCHEDULED)) {
-        return now; /* delete: IDLE is irrelevant */
+        return now; /* a free: IDLE is irrelevant */
     }
     if (!(set & BH_IDLE) ||
         ((old & (BH_PENDING | BH_SCHEDULED)) == (BH_PENDING | BH_SCHEDULED) &&
@@ -213,13 +213,13 @@ void aiol_bh_cancel(aiol_bh *bh)
                               memory_order_relaxed);
 }
 
-void aiol_bh_delete(aiol_bh *bh)
+void aiol_bh_free(aiol_bh *bh)
 {
     aiol__check(bh != NULL, "bh is NULL");
     bh_enqueue(bh, BH_DELETED);
 }
 
-int aiol_bh_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque)
+int aiol_bh_schedule_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque)
 {
     aiol_bh *bh;
     int ret = aiol_bh_new(loop, cb, opaque, &bh);
@@ -385,5 +385,5 @@ void aiol__bh_free_all(aiol_loop *loop)
         bh = next;
     }
     aiol__check(atomic_load(&loop->bh_live) == 0,
-                "loop freed while bottom halves still exist (delete them first)");
+                "loop freed while bottom halves still exist (free them first)");
 }

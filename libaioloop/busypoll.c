@@ -7,7 +7,7 @@
  * AIOL__EV_POLL and dispatch calls its poll_ready callback (or read), and
  * the iteration does not sleep.  The window adapts after each iteration to
  * how long the loop blocked, with QEMU's poll-max-ns / poll-grow /
- * poll-shrink rules (see aiol_loop_set_poll_params()).
+ * poll-shrink rules (see aiol_loop_poll_params_set()).
  *
  * Fairness: the window never runs past the iteration's deadline (a due
  * timer or bottom half ends it), and when polling keeps finding work the
@@ -32,7 +32,7 @@
 /* The first window after polling was off (QEMU's first step too). */
 #define AIOL__POLL_FIRST_NS 4000
 
-int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
+int aiol_loop_poll_params_set(aiol_loop *loop, int64_t max_ns, int64_t grow,
                               int64_t shrink)
 {
     aiol__check(loop != NULL, "loop is NULL");
@@ -206,14 +206,14 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
         if (res == ROUND_IDLE || now_ns >= end) {
             return false; /* nothing left to spin on, or the window ended */
         }
-        now_ns = aiol_clock_now_ns();
+        now_ns = aiol_mono_time_get();
     }
 }
 
 void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node)
 {
     (void)loop;
-    node->poll_progress_ns = aiol_clock_now_ns();
+    node->poll_progress_ns = aiol_mono_time_get();
 }
 
 bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready)

@@ -7,7 +7,7 @@
 
 #include "fdmon.h"
 
-int64_t aiol_clock_now_ns(void)
+int64_t aiol_mono_time_get(void)
 {
     struct timespec ts;
 
@@ -23,7 +23,7 @@ bool aiol__deadline_to_timespec(int64_t deadline_ns, struct timespec *ts)
         return false;
     }
     if (deadline_ns > 0) {
-        rel = deadline_ns - aiol_clock_now_ns();
+        rel = deadline_ns - aiol_mono_time_get();
         if (rel < 0) {
             rel = 0;
         }

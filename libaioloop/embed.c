@@ -42,7 +42,7 @@ struct aiol_phase {
     AIOL_LIST_ENTRY(aiol_phase) link; /* loop->phases; polling thread */
 };
 
-int aiol_loop_get_fd(aiol_loop *loop)
+int aiol_loop_fd_get(aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
     return loop->mon->embed ? loop->mon->embed->get_fd(loop) : -ENOTSUP;

@@ -55,7 +55,7 @@ typedef struct aiol__epoll_state {
      */
     uint64_t waiter;
     /*
-     * aiol_loop_get_fd() gave the epoll fd to a host, which may watch it
+     * aiol_loop_fd_get() gave the epoll fd to a host, which may watch it
      * in an epoll set of its own (libev, libuv, a VMM's loop): replacing
      * the instance would silently drop it there.  So from then on a
      * removal DELs at once and nothing rebuilds (see the top).  Written

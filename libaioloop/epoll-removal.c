@@ -37,7 +37,7 @@
  * registrations are its predecessor's removals: the new poller drops them
  * with a rebuild, which touches no fd number of theirs.
  *
- * Once aiol_loop_get_fd() hands the epoll fd to a host, the instance must
+ * Once aiol_loop_fd_get() hands the epoll fd to a host, the instance must
  * stay: a host may watch it in an epoll set of its own, where a new file
  * under the same number is not watched.  The first hand-out drops every
  * kept registration (a rebuild, the last one), and from then on removals

@@ -414,7 +414,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
     if (deadline_ns != 0 &&
         atomic_load_explicit(&s->has_dirty, memory_order_relaxed)) {
         /* a registration the kernel refused: do not sleep long on it */
-        int64_t retry = aiol_clock_now_ns() + RETRY_NS;
+        int64_t retry = aiol_mono_time_get() + RETRY_NS;
 
         deadline_ns = deadline_ns < retry ? deadline_ns : retry;
     }

@@ -35,7 +35,7 @@
  *
  * Direct embedding (aiol_loop_embed_fds()).  While a host polls the
  * handlers' fds itself, their polls are cancelled and the fds wait on the
- * dirty list; the monitor's own wait, aiol_loop_get_fd() and a fallback
+ * dirty list; the monitor's own wait, aiol_loop_fd_get() and a fallback
  * to the ring fd re-arm them.  Not while aioloop/uring.h requests are in
  * flight: their completions arrive on the ring, so the host must poll the
  * ring fd then (embed_fds gives -EBUSY).
@@ -372,7 +372,7 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         if (queued > 0 || s->done_head < s->ndone || deadline_ns == 0 ||
             ret == -ETIME ||
             (deadline_ns != AIOL_DEADLINE_NONE &&
-             aiol_clock_now_ns() >= deadline_ns)) {
+             aiol_mono_time_get() >= deadline_ns)) {
             return queued;
         }
     }

@@ -58,7 +58,7 @@ typedef struct aiol__now {
 static inline int64_t aiol__now_get(aiol__now *now)
 {
     if (!now->read) {
-        now->ns = aiol_clock_now_ns();
+        now->ns = aiol_mono_time_get();
         now->read = true;
     }
     return now->ns;
@@ -209,7 +209,7 @@ struct aiol_loop {
     aiol_loop_stats stats; /* polling thread; monitor_ctls under lock */
 
     /* Cold from here on. */
-    /* aiol_loop_set_block_hooks(); polling thread. */
+    /* aiol_loop_block_hooks_set(); polling thread. */
     aiol_block_fn *block_before;
     aiol_block_fn *block_after;
     void *block_opaque;

@@ -58,7 +58,7 @@ int aiol_iothread_new(const char *backend, aiol_iothread **out)
     return 0;
 }
 
-aiol_loop *aiol_iothread_loop(aiol_iothread *iothread)
+aiol_loop *aiol_iothread_loop_get(aiol_iothread *iothread)
 {
     aiol__check(iothread != NULL, "iothread is NULL");
     return iothread->loop;

@@ -116,18 +116,22 @@ static const aiol__fdmon_ops *monitor_find(const char *name)
     return NULL;
 }
 
-int aiol_loop_new(aiol_loop **out, const char *backend)
+int aiol_loop_new(aiol_loop **out, const char *fdmon)
 {
     const aiol__fdmon_ops *mon;
     const char *env;
     int ret = -ENOSYS;
 
     aiol__check(out != NULL, "out is NULL");
-    if (backend != NULL) {
-        mon = monitor_find(backend);
+    if (fdmon != NULL) {
+        mon = monitor_find(fdmon);
         return mon != NULL ? loop_start(out, mon) : -EINVAL;
     }
-    env = getenv("AIOLOOP_BACKEND");
+    /* AIOLOOP_BACKEND: the variable's name before AIOLOOP_FDMON. */
+    env = getenv("AIOLOOP_FDMON");
+    if (env == NULL || *env == '\0') {
+        env = getenv("AIOLOOP_BACKEND");
+    }
     if (env != NULL && *env != '\0' && (mon = monitor_find(env)) != NULL &&
         loop_start(out, mon) == 0) {
         return 0;
@@ -161,7 +165,7 @@ void aiol_loop_free(aiol_loop *loop)
     loop_teardown(loop, true);
 }
 
-const char *aiol_loop_backend(const aiol_loop *loop)
+const char *aiol_loop_fdmon_get(const aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
     return loop->mon->name;
@@ -245,7 +249,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         aiol__embed_ready(loop, &ready, host, nhost);
     } else {
         if (blocking) {
-            start = aiol_clock_now_ns();
+            start = aiol_mono_time_get();
             deadline_ns = prepare_to_block(loop, &ready, deadline_ns, start);
         }
         /*
@@ -256,7 +260,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         if (deadline_ns == 0 && AIOL_LIST_EMPTY(&ready) &&
             (loop->poll_ns > 0 || loop->poll_recheck)) {
             loop->poll_recheck = false;
-            aiol__busy_poll(loop, &ready, aiol_clock_now_ns(), 0); /* 1 round */
+            aiol__busy_poll(loop, &ready, aiol_mono_time_get(), 0); /* 1 round */
         }
         /* Busy-polled work skips the wait, but not many times in a row. */
         if (!AIOL_LIST_EMPTY(&ready) &&
@@ -285,7 +289,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     }
     aiol__notify_accept(loop);
     if (blocking && loop->poll_max_ns > 0) {
-        aiol__busy_poll_adjust(loop, aiol_clock_now_ns() - start);
+        aiol__busy_poll_adjust(loop, aiol_mono_time_get() - start);
     }
     if (loop->poll_ns == 0 && loop->poll_started) {
         aiol__busy_poll_stop(loop, &ready);
@@ -315,7 +319,7 @@ bool aiol_loop_poll(aiol_loop *loop, bool blocking)
     return aiol_loop_poll_deadline(loop, blocking ? AIOL_DEADLINE_NONE : 0);
 }
 
-void aiol_loop_set_block_hooks(aiol_loop *loop, aiol_block_fn *before,
+void aiol_loop_block_hooks_set(aiol_loop *loop, aiol_block_fn *before,
                                aiol_block_fn *after, void *opaque)
 {
     aiol__check(loop != NULL, "loop is NULL");

@@ -38,7 +38,7 @@
  * made before it; see notify_drain().
  *
  * An embedder may replace the eventfd with its own wakeup
- * (aiol_loop_set_wakeup()): the kick then calls it, every time, since
+ * (aiol_loop_wakeup_set()): the kick then calls it, every time, since
  * nothing of ours drains it and could clear notify_kicked.
  */
 #include <errno.h>
@@ -94,7 +94,7 @@ void aiol__notify_fini(aiol_loop *loop)
     }
 }
 
-int aiol_loop_set_wakeup(aiol_loop *loop, aiol_wakeup_fn *fn, void *opaque)
+int aiol_loop_wakeup_set(aiol_loop *loop, aiol_wakeup_fn *fn, void *opaque)
 {
     aiol__check(loop != NULL && fn != NULL, "loop or fn is NULL");
     aiol__check(atomic_load(&loop->walkers) == 0,

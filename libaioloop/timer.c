@@ -104,7 +104,7 @@ void aiol__clocks_fini(aiol_loop *loop)
     loop->mono = NULL;
 }
 
-aiol_clock *aiol_loop_clock(aiol_loop *loop)
+aiol_clock *aiol_loop_clock_get(aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
     return loop->mono;
@@ -153,11 +153,11 @@ void aiol_clock_free(aiol_clock *clock)
     clock_destroy(clock);
 }
 
-int64_t aiol_clock_get_ns(aiol_clock *clock)
+int64_t aiol_clock_time_get(aiol_clock *clock)
 {
     aiol__check(clock != NULL, "clock is NULL");
     aiol__check(!clock->freed, "clock was freed");
-    return clock->now ? clock->now(clock->opaque) : aiol_clock_now_ns();
+    return clock->now ? clock->now(clock->opaque) : aiol_mono_time_get();
 }
 
 int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
@@ -215,7 +215,7 @@ bool aiol_timer_is_armed(const aiol_timer *timer)
     return timer->idx != AIOL_HEAP_NONE;
 }
 
-int64_t aiol_timer_expire_ns(const aiol_timer *timer)
+int64_t aiol_timer_deadline_get(const aiol_timer *timer)
 {
     aiol__check(timer != NULL, "timer is NULL");
     return timer->idx != AIOL_HEAP_NONE ?
@@ -294,7 +294,7 @@ bool aiol__timers_run_due(aiol_loop *loop)
             next = AIOL_LIST_NEXT(c, link);
             continue;
         }
-        now = aiol_clock_get_ns(c);
+        now = aiol_clock_time_get(c);
         /* Callbacks may free c: it then stays linked until running is 0. */
         c->running++;
         while (!c->freed && (k = aiol__timer_heap_top_key(&c->heap)) != NULL &&

@@ -71,7 +71,7 @@ int aiol_uring_drain(aiol_loop *loop)
 #endif
 }
 
-unsigned aiol_uring_pending(aiol_loop *loop)
+unsigned aiol_uring_pending_get(aiol_loop *loop)
 {
 #ifdef AIOL_HAVE_IO_URING
     return on_uring(loop) ? aiol__uring_pending(loop) : 0;

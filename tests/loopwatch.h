@@ -57,11 +57,11 @@ static inline void lw_watchdog_cb(void *opaque)
 /* Arms a watchdog @p ns ahead on @p loop's monotonic clock. */
 static inline void lw_watchdog_arm(lw_watchdog *w, aiol_loop *loop, int64_t ns)
 {
-    aiol_clock *c = aiol_loop_clock(loop);
+    aiol_clock *c = aiol_loop_clock_get(loop);
 
     w->fired = 0;
     if (aiol_timer_new(c, lw_watchdog_cb, w, &w->timer) != 0 ||
-        aiol_timer_mod(w->timer, aiol_clock_get_ns(c) + ns) != 0) {
+        aiol_timer_mod(w->timer, aiol_clock_time_get(c) + ns) != 0) {
         fprintf(stderr, "loopwatch: cannot arm the watchdog\n");
         abort();
     }
@@ -81,7 +81,7 @@ static inline int lw_watchdog_free(lw_watchdog *w)
  */
 static inline uint64_t lw_idle_look_waits(aiol_loop *loop)
 {
-    return strcmp(aiol_loop_backend(loop), "io_uring") == 0 ? 0 : 1;
+    return strcmp(aiol_loop_fdmon_get(loop), "io_uring") == 0 ? 0 : 1;
 }
 
 #endif /* AIOLOOP_TESTS_LOOPWATCH_H */

@@ -111,7 +111,7 @@ static void cb_delete_self(void *opaque)
     rec *r = opaque;
 
     note(r);
-    aiol_bh_delete(r->bh);
+    aiol_bh_free(r->bh);
     r->bh = NULL;
 }
 
@@ -122,7 +122,7 @@ static void cb_resched_then_delete(void *opaque)
 
     note(r);
     aiol_bh_schedule(r->bh);
-    aiol_bh_delete(r->bh);
+    aiol_bh_free(r->bh);
     r->bh = NULL;
 }
 
@@ -160,7 +160,7 @@ static void test_bh_schedule_runs_once(void **state)
     assert_int_equal(r.runs, 2);
     assert_int_equal(bh_runs(loop), 2);
 
-    aiol_bh_delete(r.bh);
+    aiol_bh_free(r.bh);
     aiol_loop_free(loop);
 }
 
@@ -179,7 +179,7 @@ static void test_bh_schedule_twice_runs_once(void **state)
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(r.runs, 1);
     assert_int_equal(bh_runs(loop), 1);
-    aiol_bh_delete(r.bh);
+    aiol_bh_free(r.bh);
     aiol_loop_free(loop);
 }
 
@@ -213,7 +213,7 @@ static void test_bh_fifo_order(void **state)
     }
     assert_int_equal(bh_runs(loop), NFIFO);
     for (int i = 0; i < NFIFO; i++) {
-        aiol_bh_delete(r[i].bh);
+        aiol_bh_free(r[i].bh);
     }
     aiol_loop_free(loop);
 }
@@ -261,8 +261,8 @@ static void test_bh_cancel(void **state)
     assert_true(aiol_loop_poll(loop, false));
     assert_int_equal(a.runs, 2);
 
-    aiol_bh_delete(a.bh);
-    aiol_bh_delete(b.bh);
+    aiol_bh_free(a.bh);
+    aiol_bh_free(b.bh);
     aiol_loop_free(loop);
 }
 
@@ -275,13 +275,13 @@ static void test_bh_delete(void **state)
     /* deleted while scheduled: never runs (and is freed: ASan) */
     rec_init(&a, loop, 1, cb_count);
     aiol_bh_schedule(a.bh);
-    aiol_bh_delete(a.bh);
+    aiol_bh_free(a.bh);
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(a.runs, 0);
 
     /* deleted without ever being scheduled */
     rec_init(&b, loop, 2, cb_count);
-    aiol_bh_delete(b.bh);
+    aiol_bh_free(b.bh);
     assert_false(aiol_loop_poll(loop, false));
 
     /* deletes itself from its own callback: runs once, then never */
@@ -304,7 +304,7 @@ static void test_bh_delete(void **state)
     /* deleted with no poll in between: the loop frees it at teardown */
     rec_init(&e, loop, 5, cb_count);
     aiol_bh_schedule(e.bh);
-    aiol_bh_delete(e.bh);
+    aiol_bh_free(e.bh);
 
     assert_int_equal(bh_runs(loop), 2);
     /* aborts ("bottom halves still exist") if any of them leaked */
@@ -341,7 +341,7 @@ static void test_bh_reschedule_self_once_per_poll(void **state)
     aiol_bh_cancel(r.bh);
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(r.runs, 20);
-    aiol_bh_delete(r.bh);
+    aiol_bh_free(r.bh);
     aiol_loop_free(loop);
 }
 
@@ -356,9 +356,9 @@ static void test_bh_oneshot(void **state)
     rec_init(&a, loop, 1, NULL);
     rec_init(&b, loop, 2, cb_count);
     rec_init(&c, loop, 3, NULL);
-    assert_int_equal(aiol_bh_oneshot(loop, cb_count, &a), 0);
+    assert_int_equal(aiol_bh_schedule_oneshot(loop, cb_count, &a), 0);
     aiol_bh_schedule(b.bh);
-    assert_int_equal(aiol_bh_oneshot(loop, cb_count, &c), 0);
+    assert_int_equal(aiol_bh_schedule_oneshot(loop, cb_count, &c), 0);
     assert_true(aiol_loop_poll(loop, false));
     assert_int_equal(g_norder, 3);
     assert_int_equal(g_order[0], 1);   /* FIFO with ordinary ones */
@@ -369,7 +369,7 @@ static void test_bh_oneshot(void **state)
     assert_int_equal(a.runs, 1);
     assert_int_equal(c.runs, 1);
     assert_int_equal(bh_runs(loop), 3);
-    aiol_bh_delete(b.bh);
+    aiol_bh_free(b.bh);
     /* aborts if the one-shots were not freed; ASan checks the frees */
     aiol_loop_free(loop);
 }
@@ -408,7 +408,7 @@ static void test_bh_idle(void **state)
     assert_int_equal(lw_stats(loop).timer_runs, 0);
     assert_int_equal(bh_runs(loop), 2);
 
-    aiol_bh_delete(r.bh);
+    aiol_bh_free(r.bh);
     aiol_loop_free(loop);
 }
 
@@ -446,8 +446,8 @@ static void test_bh_progress(void **state)
     assert_false(aiol_loop_poll(loop, false));        /* cancelled, idle */
     assert_int_equal(a.runs, 6);
     assert_int_equal(b.runs, 1);
-    aiol_bh_delete(a.bh);
-    aiol_bh_delete(b.bh);
+    aiol_bh_free(a.bh);
+    aiol_bh_free(b.bh);
     aiol_loop_free(loop);
 }
 
@@ -505,10 +505,10 @@ static void test_bh_nested_poll_continues_slice(void **state)
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(g_norder, 4);
 
-    aiol_bh_delete(a.bh);
-    aiol_bh_delete(b.bh);
-    aiol_bh_delete(c.bh);
-    aiol_bh_delete(d.bh);
+    aiol_bh_free(a.bh);
+    aiol_bh_free(b.bh);
+    aiol_bh_free(c.bh);
+    aiol_bh_free(d.bh);
     aiol_loop_free(loop);
 }
 
@@ -537,8 +537,8 @@ static void test_bh_nested_blocking_poll_runs_parent_slice(void **state)
     assert_int_equal(g_order[1], 'B');
     assert_int_equal(b.nested_runs, 1);
     assert_true(a.nested_progress);
-    aiol_bh_delete(a.bh);
-    aiol_bh_delete(b.bh);
+    aiol_bh_free(a.bh);
+    aiol_bh_free(b.bh);
     aiol_loop_free(loop);
 }
 
@@ -594,7 +594,7 @@ static void test_bh_cross_thread_wakes_blocking_poll(void **state)
     }
     assert_int_equal(bh_runs(loop), 5);
     assert_int_equal(lw_stats(loop).iterations, 6);
-    aiol_bh_delete(x.bh);
+    aiol_bh_free(x.bh);
     aiol_loop_free(loop);
 }
 
@@ -660,8 +660,8 @@ static void test_bh_cross_thread_pingpong(void **state)
     assert_int_equal(lw_watchdog_free(&b.w), 0);
     assert_true(atomic_load(&a.runs) >= PINGPONG_ROUNDS);
     assert_true(atomic_load(&b.runs) >= PINGPONG_ROUNDS);
-    aiol_bh_delete(a.bh);
-    aiol_bh_delete(b.bh);
+    aiol_bh_free(a.bh);
+    aiol_bh_free(b.bh);
     aiol_loop_free(a.loop);
     aiol_loop_free(b.loop);
 }
@@ -734,10 +734,10 @@ static void test_bh_local_after_threadsafe(void **state)
 
     /* pending local ones at teardown are freed with the loop's lists */
     aiol_bh_schedule(d.bh);
-    aiol_bh_delete(a.bh);
-    aiol_bh_delete(b.bh);
-    aiol_bh_delete(c.bh);
-    aiol_bh_delete(d.bh);
+    aiol_bh_free(a.bh);
+    aiol_bh_free(b.bh);
+    aiol_bh_free(c.bh);
+    aiol_bh_free(d.bh);
     aiol_loop_free(loop);
 }
 

@@ -1,5 +1,5 @@
 /*
- * test_blockhooks.c - aiol_loop_set_block_hooks(), run once per backend.
+ * test_blockhooks.c - aiol_loop_block_hooks_set(), run once per backend.
  *
  * The hooks bracket exactly the waits that may sleep: a binding releases
  * its interpreter lock in before() and takes it back in after(), so a
@@ -75,7 +75,7 @@ static aiol_loop *hooked_loop(hooks *h)
     while (aiol_loop_poll(loop, false)) {
         /* settle: a fresh loop may have a wakeup pending */
     }
-    aiol_loop_set_block_hooks(loop, hook_before, hook_after, h);
+    aiol_loop_block_hooks_set(loop, hook_before, hook_after, h);
     return loop;
 }
 
@@ -96,7 +96,7 @@ static void test_block_hooks_not_for_waits_that_cannot_sleep(void **state)
     assert_false(aiol_loop_poll_deadline(loop, 0));
     assert_int_equal(h.before, 0);
     assert_int_equal(h.after, 0);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     aiol_loop_free(loop);
 }
 
@@ -128,15 +128,15 @@ static void test_block_hooks_bracket_each_blocking_wait(void **state)
     assert_int_equal(h.after, 2);
 
     /* a bounded deadline that passes */
-    assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + LW_MS(1)));
+    assert_false(aiol_loop_poll_deadline(loop, aiol_mono_time_get() + LW_MS(1)));
     assert_int_equal(h.before, 3);
     assert_int_equal(h.after, 3);
     assert_false(h.inside);
     assert_int_equal(h.misplaced, 0);
 
     /* removed: no more calls */
-    aiol_loop_set_block_hooks(loop, NULL, NULL, NULL);
-    assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + LW_MS(1)));
+    aiol_loop_block_hooks_set(loop, NULL, NULL, NULL);
+    assert_false(aiol_loop_poll_deadline(loop, aiol_mono_time_get() + LW_MS(1)));
     assert_int_equal(h.before, 3);
     assert_int_equal(aiol_fd_remove(loop, ev.fd), 0);
     aiol_loop_free(loop);
@@ -206,7 +206,7 @@ static void test_block_hooks_nested_and_cross_thread(void **state)
     assert_int_equal(h.before, h.after);
     assert_false(h.inside);
     assert_int_equal(h.misplaced, 0);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     assert_int_equal(aiol_fd_remove(loop, inner.fd), 0);
     aiol_loop_free(loop);
     close(inner.fd);
@@ -219,12 +219,12 @@ static void set_one_hook(void *arg)
     aiol_loop *loop = tu_loop_new();
 
     (void)arg;
-    aiol_loop_set_block_hooks(loop, hook_before, NULL, NULL);
+    aiol_loop_block_hooks_set(loop, hook_before, NULL, NULL);
 }
 
 static void set_hooks_in_poll_cb(void *opaque)
 {
-    aiol_loop_set_block_hooks(opaque, hook_before, hook_after, NULL);
+    aiol_loop_block_hooks_set(opaque, hook_before, hook_after, NULL);
 }
 
 static void set_hooks_in_poll(void *arg)

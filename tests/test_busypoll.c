@@ -115,12 +115,12 @@ static void cb_flag(void *opaque)
  */
 static int wait_timer(aiol_loop *loop, int64_t ns)
 {
-    aiol_clock *c = aiol_loop_clock(loop);
+    aiol_clock *c = aiol_loop_clock_get(loop);
     aiol_timer *t;
     int fired = 0, polls = 0;
 
     assert_int_equal(aiol_timer_new(c, cb_flag, &fired, &t), 0);
-    assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + ns), 0);
+    assert_int_equal(aiol_timer_mod(t, aiol_clock_time_get(c) + ns), 0);
     while (!fired) {
         aiol_loop_poll(loop, true);
         assert_true(++polls < 1000000);
@@ -196,7 +196,7 @@ static void test_busypoll_dispatches_poll_ready(void **state)
 
     /* busy polling on: a short wait opens the window */
     h.work = false;
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     open_window(loop);
     assert_int_equal(h.polls_before_begin, 0);
     assert_int_equal(h.readies, 0);
@@ -252,7 +252,7 @@ static void test_busypoll_begin_end(void **state)
 
     (void)state;
     ph_add(&h, loop, false);   /* no fd events: never idles out */
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     open_window(loop);
     assert_int_equal(h.begins, 1);
     assert_int_equal(h.polls_before_begin, 0);
@@ -288,7 +288,7 @@ static void test_busypoll_grow_shrink(void **state)
     ph_add(&h, loop, false);   /* no fd events: never idles out */
 
     /* shrink 2 halves the window after a long wait: it stays open */
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 0, 2), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 2), 0);
     open_window(loop);
     wait_timer(loop, LONG_WAIT_NS);
     /* polling ended before the loop slept: notifications were back on */
@@ -296,19 +296,19 @@ static void test_busypoll_grow_shrink(void **state)
     assert_true(window_open(loop));
 
     /* shrink 0 resets it: closed, and poll_end ran */
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     wait_timer(loop, LONG_WAIT_NS);
     assert_false(window_open(loop));
     assert_int_equal(h.ends, h.begins);
 
     /* an explicit grow factor opens it as well */
     begins = h.begins;
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 3, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 3, 0), 0);
     open_window(loop);
     assert_true(h.begins > begins);
 
     /* max 0 disables polling at once */
-    assert_int_equal(aiol_loop_set_poll_params(loop, 0, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, 0, 0, 0), 0);
     assert_false(window_open(loop));
     wait_timer(loop, LW_US(100));
     assert_false(window_open(loop));
@@ -323,10 +323,10 @@ static void test_busypoll_params_invalid(void **state)
 
     (void)state;
     ph_add(&h, loop, false);   /* no fd events: never idles out */
-    assert_int_equal(aiol_loop_set_poll_params(loop, -1, 0, 0), -EINVAL);
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(1), -1, 0),
+    assert_int_equal(aiol_loop_poll_params_set(loop, -1, 0, 0), -EINVAL);
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(1), -1, 0),
                      -EINVAL);
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(1), 0, -1),
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(1), 0, -1),
                      -EINVAL);
     /* rejected calls left polling disabled */
     wait_timer(loop, LW_US(100));
@@ -334,9 +334,9 @@ static void test_busypoll_params_invalid(void **state)
     assert_int_equal(rounds(loop), 0);
 
     /* and leave an enabled configuration alone */
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     open_window(loop);
-    assert_int_equal(aiol_loop_set_poll_params(loop, -5, 0, 0), -EINVAL);
+    assert_int_equal(aiol_loop_poll_params_set(loop, -5, 0, 0), -EINVAL);
     assert_true(window_open(loop));
     ph_del(&h);
     aiol_loop_free(loop);
@@ -354,7 +354,7 @@ static void test_busypoll_params_saturate(void **state)
 
     (void)state;
     ph_add(&h, loop, false);   /* no fd events: never idles out */
-    assert_int_equal(aiol_loop_set_poll_params(loop, INT64_MAX, INT64_MAX,
+    assert_int_equal(aiol_loop_poll_params_set(loop, INT64_MAX, INT64_MAX,
                                                INT64_MAX), 0);
     open_window(loop);
     for (int i = 0; i < 3; i++) {
@@ -381,7 +381,7 @@ static void test_busypoll_never_starves_fds(void **state)
     a.always = true;                     /* work on every single poll */
     assert_int_equal(aiol_fd_set(loop, efd, cb_flag, NULL, NULL, &reads), 0);
     /* a max far above any wait here: the window stays open */
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
     assert_true(a.readies >= 1);
 
@@ -419,7 +419,7 @@ static void test_busypoll_never_starves_fds(void **state)
 static void test_busypoll_due_timer_fires(void **state)
 {
     aiol_loop *loop = settled_loop();
-    aiol_clock *c = aiol_loop_clock(loop);
+    aiol_clock *c = aiol_loop_clock_get(loop);
     aiol_timer *t;
     int64_t deadline;
     int fired = 0, polls = 0, readies;
@@ -429,7 +429,7 @@ static void test_busypoll_due_timer_fires(void **state)
     ph_add(&a, loop, false);
     a.always = true;
     /* a max far above any wait here: the window stays open */
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
 
     /*
@@ -440,10 +440,10 @@ static void test_busypoll_due_timer_fires(void **state)
     assert_int_equal(aiol_timer_new(c, cb_flag, &fired, &t), 0);
     for (int round = 0; round < 3; round++) {
         readies = a.readies;
-        deadline = aiol_clock_get_ns(c) + LW_MS(1);
+        deadline = aiol_clock_time_get(c) + LW_MS(1);
         assert_int_equal(aiol_timer_mod(t, deadline), 0);
         while (fired == round) {
-            bool due = aiol_clock_get_ns(c) >= deadline;
+            bool due = aiol_clock_time_get(c) >= deadline;
 
             aiol_loop_poll(loop, true);
             assert_true(!due || fired == round + 1);
@@ -470,13 +470,13 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     (void)state;
     ph_add(&h, loop, true);              /* poll() never finds work */
     h.drain = true;
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
     assert_true(h.begins >= 1);
 
     /* ~20 ms of 1 ms waits: well past the 7 ms without progress */
-    end = aiol_clock_now_ns() + LW_MS(20);
-    while (aiol_clock_now_ns() < end) {
+    end = aiol_mono_time_get() + LW_MS(20);
+    while (aiol_mono_time_get() < end) {
         wait_timer(loop, LW_MS(1));
     }
     assert_int_equal(h.ends, h.begins);
@@ -524,7 +524,7 @@ static void test_busypoll_idle_clock_starts_at_first_poll(void **state)
     h.drain = true;
     wait_timer(loop, LW_MS(10));         /* longer than the 7 ms limit */
     assert_int_equal(h.polls, 0);
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
     assert_true(h.begins >= 1);
     assert_true(h.polls >= 1);
@@ -548,12 +548,12 @@ static void test_busypoll_disable_calls_poll_end(void **state)
     (void)state;
     loop = settled_loop();
     ph_add(&h, loop, false);
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     open_window(loop);
     assert_int_equal(h.begins, 1);
     assert_int_equal(h.ends, 0);
 
-    assert_int_equal(aiol_loop_set_poll_params(loop, 0, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, 0, 0, 0), 0);
     for (int i = 0; i < 3; i++) {
         wait_timer(loop, LW_MS(2));
         aiol_loop_poll(loop, false);
@@ -589,7 +589,7 @@ static void test_busypoll_removed_handler_untouched_when_window_closes(
     (void)state;
     loop = settled_loop();
     ph_add(&h, loop, false);
-    assert_int_equal(aiol_loop_set_poll_params(loop, MAX_NS, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     open_window(loop);
     assert_int_equal(h.begins, 1);
 
@@ -597,14 +597,14 @@ static void test_busypoll_removed_handler_untouched_when_window_closes(
     ends = h.ends;
     polls = h.polls;
     /* a max below any real wait: the next blocking iteration closes it */
-    assert_int_equal(aiol_loop_set_poll_params(loop, 1, 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, 1, 0, 0), 0);
     assert_int_equal(aiol_bh_new(loop, cb_nop, NULL, &bh), 0);
     aiol_bh_schedule(bh);              /* due: busy polling is skipped */
     assert_true(aiol_loop_poll(loop, true));
     assert_false(window_open(loop));
     assert_int_equal(h.ends, ends);
     assert_int_equal(h.polls, polls);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     close(h.fd);
     aiol_loop_free(loop);
 }

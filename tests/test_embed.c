@@ -62,7 +62,7 @@ static aiol_loop *settled_loop(void)
 /* The loop fd, or skip the test on a backend without one. */
 static int loop_fd(aiol_loop *loop)
 {
-    int fd = aiol_loop_get_fd(loop);
+    int fd = aiol_loop_fd_get(loop);
 
     assert_true(fd >= 0);
     return fd;
@@ -130,7 +130,7 @@ static void test_embed_get_fd_readable(void **state)
     efd_h h = { .fd = tu_eventfd() };
 
     (void)state;
-    assert_int_equal(aiol_loop_get_fd(loop), lfd);   /* stable */
+    assert_int_equal(aiol_loop_fd_get(loop), lfd);   /* stable */
     assert_false(host_sees_input(loop, lfd));
     assert_int_equal(aiol_fd_set(loop, h.fd, cb_efd_read, NULL, NULL, &h),
                      0);
@@ -150,7 +150,7 @@ static void test_embed_get_fd_readable(void **state)
          * as it was being cancelled; that one completion wakes the host,
          * and dispatching it runs nothing.
          */
-        assert_string_equal(aiol_loop_backend(loop), "io_uring");
+        assert_string_equal(aiol_loop_fdmon_get(loop), "io_uring");
         assert_false(aiol_loop_dispatch(loop));
         assert_false(host_sees_input(loop, lfd));
     }
@@ -161,7 +161,7 @@ static void test_embed_get_fd_readable(void **state)
 
 /*
  * Every backend is embeddable (poll through an epoll mirror), and handlers
- * set before and after the first aiol_loop_get_fd() both wake the host.
+ * set before and after the first aiol_loop_fd_get() both wake the host.
  */
 static void test_embed_get_fd_every_backend(void **state)
 {
@@ -173,7 +173,7 @@ static void test_embed_get_fd_every_backend(void **state)
     assert_int_equal(aiol_fd_set(loop, before.fd, cb_efd_read, NULL, NULL,
                                  &before), 0);
     lfd = loop_fd(loop);
-    assert_int_equal(aiol_loop_get_fd(loop), lfd);
+    assert_int_equal(aiol_loop_fd_get(loop), lfd);
     assert_int_equal(aiol_fd_set(loop, after.fd, cb_efd_read, NULL, NULL,
                                  &after), 0);
     tu_eventfd_signal(before.fd);
@@ -196,7 +196,7 @@ static void test_embed_get_fd_every_backend(void **state)
 static void test_embed_prepare_deadlines(void **state)
 {
     aiol_loop *loop = settled_loop();
-    aiol_clock *c = aiol_loop_clock(loop);
+    aiol_clock *c = aiol_loop_clock_get(loop);
     aiol_timer *t;
     aiol_bh *bh;
     int64_t d, now, far;
@@ -220,7 +220,7 @@ static void test_embed_prepare_deadlines(void **state)
     assert_false(aiol_loop_check(loop));
 
     /* an armed timer: its deadline */
-    far = aiol_clock_get_ns(c) + HOUR;
+    far = aiol_clock_time_get(c) + HOUR;
     assert_int_equal(aiol_timer_mod(t, far), 0);
     assert_int_equal(aiol_loop_prepare(loop), far);
     assert_false(aiol_loop_check(loop));
@@ -236,10 +236,10 @@ static void test_embed_prepare_deadlines(void **state)
 
     /* an idle bottom half: some time within 10 ms, not now */
     aiol_bh_schedule_idle(bh);
-    now = aiol_clock_now_ns();
+    now = aiol_mono_time_get();
     d = aiol_loop_prepare(loop);
     assert_true(d > now);
-    assert_true(d <= aiol_clock_now_ns() + LW_MS(10));
+    assert_true(d <= aiol_mono_time_get() + LW_MS(10));
     aiol_loop_check(loop);
     assert_false(aiol_loop_dispatch(loop));          /* idle: no progress */
     assert_int_equal(runs, 3);
@@ -253,15 +253,15 @@ static void test_embed_prepare_deadlines(void **state)
     aiol_loop_check(loop);
 
     aiol_timer_free(t);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     aiol_loop_free(loop);
 }
 
 static void test_embed_check_timer_due(void **state)
 {
     aiol_loop *loop = settled_loop();
-    aiol_clock *c = aiol_loop_clock(loop);
-    bool has_fd = aiol_loop_get_fd(loop) >= 0;
+    aiol_clock *c = aiol_loop_clock_get(loop);
+    bool has_fd = aiol_loop_fd_get(loop) >= 0;
     struct timespec ts;
     aiol_timer *t;
     int64_t d;
@@ -269,9 +269,9 @@ static void test_embed_check_timer_due(void **state)
 
     (void)state;
     assert_int_equal(aiol_timer_new(c, cb_count, &fired, &t), 0);
-    assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + LW_MS(50)), 0);
+    assert_int_equal(aiol_timer_mod(t, aiol_clock_time_get(c) + LW_MS(50)), 0);
     d = aiol_loop_prepare(loop);
-    assert_int_equal(d, aiol_timer_expire_ns(t));
+    assert_int_equal(d, aiol_timer_deadline_get(t));
     assert_false(aiol_loop_check(loop));
     assert_false(aiol_loop_dispatch(loop));
     assert_int_equal(fired, 0);
@@ -279,7 +279,7 @@ static void test_embed_check_timer_due(void **state)
     /* the host sleeps until the deadline prepare gave, then checks */
     d = aiol_loop_prepare(loop);
     if (has_fd) {
-        assert_false(fd_readable(aiol_loop_get_fd(loop), 0));
+        assert_false(fd_readable(aiol_loop_fd_get(loop), 0));
     }
     ts.tv_sec = d / 1000000000;
     ts.tv_nsec = d % 1000000000;
@@ -453,7 +453,7 @@ static void test_embed_direct_fds(void **state)
  * Switching between direct embedding and the loop fd.  While the host
  * polls the fds itself the loop fd goes stale (the fds leave the epoll set
  * behind it: each would cost the kernel a callback per event); -ENOSPC
- * and a new aiol_loop_get_fd() make it whole again, the loop's own polls
+ * and a new aiol_loop_fd_get() make it whole again, the loop's own polls
  * work regardless, and nothing is lost either way.
  */
 static void test_embed_direct_and_loop_fd(void **state)
@@ -462,7 +462,7 @@ static void test_embed_direct_and_loop_fd(void **state)
     efd_h a = { .fd = tu_eventfd() }, c = { .fd = tu_eventfd() };
     struct pollfd fds[8];
     uint64_t ctls;
-    int lfd = aiol_loop_get_fd(loop), n;
+    int lfd = aiol_loop_fd_get(loop), n;
 
     (void)state;
     assert_true(lfd >= 0);
@@ -475,7 +475,7 @@ static void test_embed_direct_and_loop_fd(void **state)
     assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
     assert_int_equal(a.reads, 1);
     tu_eventfd_signal(a.fd);
-    if (strcmp(aiol_loop_backend(loop), "io_uring") != 0) {
+    if (strcmp(aiol_loop_fdmon_get(loop), "io_uring") != 0) {
         /* (io_uring: the cancels' own completions make the ring readable) */
         assert_false(fd_readable(lfd, 0));
     }
@@ -500,10 +500,10 @@ static void test_embed_direct_and_loop_fd(void **state)
     assert_true(aiol_loop_dispatch(loop));
     assert_int_equal(a.reads, 3);
 
-    /* a new aiol_loop_get_fd() after direct rounds */
+    /* a new aiol_loop_fd_get() after direct rounds */
     (void)host_poll_direct(loop, fds, 8, 0);
     tu_eventfd_signal(a.fd);
-    assert_int_equal(aiol_loop_get_fd(loop), lfd);
+    assert_int_equal(aiol_loop_fd_get(loop), lfd);
     assert_true(host_sees_input(loop, lfd));
     assert_true(aiol_loop_dispatch(loop));
     assert_int_equal(a.reads, 4);
@@ -520,7 +520,7 @@ static void test_embed_direct_and_loop_fd(void **state)
 }
 
 /*
- * aiol_loop_set_wakeup(): the embedder's eventfd replaces the loop's own,
+ * aiol_loop_wakeup_set(): the embedder's eventfd replaces the loop's own,
  * for blocking polls and for a host polling the fds directly.
  */
 typedef struct own_wakeup {
@@ -556,8 +556,8 @@ static void test_embed_own_wakeup(void **state)
     w.fd = tu_eventfd();
     atomic_store(&w.calls, 0);
     assert_int_equal(aiol_fd_set_ops(loop, w.fd, &ops, &w), 0);
-    assert_int_equal(aiol_loop_set_wakeup(loop, own_wakeup_kick, &w), 0);
-    assert_int_equal(aiol_loop_set_wakeup(loop, own_wakeup_kick, &w),
+    assert_int_equal(aiol_loop_wakeup_set(loop, own_wakeup_kick, &w), 0);
+    assert_int_equal(aiol_loop_wakeup_set(loop, own_wakeup_kick, &w),
                      -EALREADY);
 
     /* nobody sleeps: no kick */
@@ -611,7 +611,7 @@ static bool phase_dispatch(void *opaque)
 
     p->dispatches++;
     log_event('P');
-    if (p->due >= 0 && aiol_clock_now_ns() >= p->due) {
+    if (p->due >= 0 && aiol_mono_time_get() >= p->due) {
         p->due = -1;
         p->ran_due++;
         return true;
@@ -647,7 +647,7 @@ static void test_embed_phase_deadline_and_progress(void **state)
     lw_watchdog_arm(&w, loop, LW_MS(5000));
     for (int round = 0; round < 3; round++) {
         before = lw_stats(loop);
-        p.due = aiol_clock_now_ns() + LW_MS(1);
+        p.due = aiol_mono_time_get() + LW_MS(1);
         assert_int_equal(aiol_loop_prepare(loop), p.due);
         aiol_loop_check(loop);
         assert_true(aiol_loop_poll(loop, true));
@@ -677,7 +677,7 @@ static void test_embed_phase_deadline_and_progress(void **state)
 static void test_embed_phase_runs_after_other_work(void **state)
 {
     aiol_loop *loop = settled_loop();
-    aiol_clock *c = aiol_loop_clock(loop);
+    aiol_clock *c = aiol_loop_clock_get(loop);
     phase_rec p = { .due = -1 }, q = { .due = -1 };
     aiol_phase *ph, *qh;
     efd_h h = { .fd = tu_eventfd() };
@@ -710,7 +710,7 @@ static void test_embed_phase_runs_after_other_work(void **state)
     assert_int_equal(aiol_fd_remove(loop, h.fd), 0);
     close(h.fd);
     aiol_timer_free(t);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     aiol_loop_free(loop);
 }
 
@@ -748,7 +748,7 @@ static void test_embed_idle_bh_becomes_due(void **state)
     }
     assert_int_equal(runs, 1);
     assert_int_equal(rounds, 1);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     aiol_loop_free(loop);
 }
 

@@ -150,7 +150,7 @@ static void on_req(void *opaque, int res, uint32_t flags)
 static void poll_until(bool (*done)(void))
 {
     for (int i = 0; i < 200 && !done(); i++) {
-        aiol_loop_poll_deadline(W.loop, aiol_clock_now_ns() + 5000000);
+        aiol_loop_poll_deadline(W.loop, aiol_mono_time_get() + 5000000);
     }
 }
 
@@ -186,7 +186,7 @@ static bool second_round_done(void)
 
 static int get_fd_ok(aiol_loop *loop)
 {
-    int fd = aiol_loop_get_fd(loop);
+    int fd = aiol_loop_fd_get(loop);
 
     return fd >= 0 ? 0 : fd;
 }
@@ -208,16 +208,16 @@ static void workload_setup(const char *backend)
     TRY(aiol_fd_set(loop, W.file_fd, on_file, NULL, NULL, NULL));
     TRY(aiol_bh_new(loop, on_bh, NULL, &W.bh));
     aiol_bh_schedule(W.bh);
-    TRY(aiol_bh_oneshot(loop, on_oneshot, NULL));
+    TRY(aiol_bh_schedule_oneshot(loop, on_oneshot, NULL));
     TRY(aiol_phase_add(loop, &(aiol_phase_ops){ .dispatch = on_phase }, NULL,
                        &W.phase));
     for (int i = 0; i < NTIMERS; i++) {
-        TRY(aiol_timer_new(aiol_loop_clock(loop), on_timer,
+        TRY(aiol_timer_new(aiol_loop_clock_get(loop), on_timer,
                            (void *)(intptr_t)i, &W.timers[i]));
-        TRY(aiol_timer_mod(W.timers[i], aiol_clock_now_ns()));
+        TRY(aiol_timer_mod(W.timers[i], aiol_mono_time_get()));
     }
 #ifdef AIOL_HAVE_IO_URING
-    if (strcmp(aiol_loop_backend(loop), "io_uring") == 0) {
+    if (strcmp(aiol_loop_fdmon_get(loop), "io_uring") == 0) {
         for (int i = 0; i < NREQS; i++) {
             TRY(aiol_uring_submit(loop, prep_nop, on_req, (void *)(intptr_t)i,
                                   NULL));
@@ -279,7 +279,7 @@ static void workload_teardown(void)
         aiol_timer_free(W.timers[i]);
     }
     if (W.bh != NULL) {
-        aiol_bh_delete(W.bh);
+        aiol_bh_free(W.bh);
     }
     if (W.phase != NULL) {
         aiol_phase_remove(W.phase);
@@ -440,7 +440,7 @@ static void test_epoll_add_refused_for_now(void **state)
 
 static bool loop_fd_ready(aiol_loop *loop)
 {
-    struct pollfd pfd = { .fd = aiol_loop_get_fd(loop), .events = POLLIN };
+    struct pollfd pfd = { .fd = aiol_loop_fd_get(loop), .events = POLLIN };
 
     assert_true(pfd.fd >= 0);
     return poll(&pfd, 1, 0) == 1;
@@ -518,7 +518,7 @@ static void on_efd(void *opaque)
 }
 
 /*
- * aiol_loop_get_fd() on a ring bound to its thread makes a shared ring;
+ * aiol_loop_fd_get() on a ring bound to its thread makes a shared ring;
  * when that fails (EMFILE) it returns the error and the loop keeps
  * working on the bound ring (it used to abort).
  */
@@ -536,13 +536,13 @@ static void test_get_fd_emfile(void **state)
                                  (void *)(intptr_t)efd), 0);
     assert_false(aiol_loop_poll(loop, false)); /* binds the ring */
     tf_fail_at(TF_URING_INIT, 1, EMFILE);
-    lfd = aiol_loop_get_fd(loop);
+    lfd = aiol_loop_fd_get(loop);
     tf_disarm();
     assert_int_equal(lfd, -EMFILE);
     tu_eventfd_signal(efd);
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(efd_reads, 1);
-    assert_true(aiol_loop_get_fd(loop) >= 0); /* works once fds are back */
+    assert_true(aiol_loop_fd_get(loop) >= 0); /* works once fds are back */
     tu_eventfd_signal(efd);
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(efd_reads, 2);
@@ -594,9 +594,9 @@ static void test_multishot_no_memory(void **state)
     assert_int_equal(aiol_uring_flush(loop), 1);
     usleep(50000); /* let the shots pile up in the kernel */
     tf_fail_from(TF_ALLOC, 1, ENOMEM);
-    end = aiol_clock_now_ns() + 5000000000;
-    while (shots_final == 0 && aiol_clock_now_ns() < end) {
-        aiol_loop_poll_deadline(loop, aiol_clock_now_ns() + 10000000);
+    end = aiol_mono_time_get() + 5000000000;
+    while (shots_final == 0 && aiol_mono_time_get() < end) {
+        aiol_loop_poll_deadline(loop, aiol_mono_time_get() + 10000000);
     }
     tf_disarm();
     if (shots == 1 && shots_final == 1) {
@@ -605,7 +605,7 @@ static void test_multishot_no_memory(void **state)
     }
     assert_int_equal(shots, NSHOTS);
     assert_int_equal(shots_final, 1);
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
     aiol_loop_free(loop);
 }
 #endif

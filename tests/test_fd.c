@@ -651,6 +651,48 @@ static void test_rearm_same_events(void **state)
     close(efd);
 }
 
+/* The default fd monitor comes from $AIOLOOP_FDMON, else $AIOLOOP_BACKEND. */
+static const char *default_fdmon(void)
+{
+    static char name[32];
+    aiol_loop *l;
+
+    assert_int_equal(aiol_loop_new(&l, NULL), 0);
+    snprintf(name, sizeof(name), "%s", aiol_loop_fdmon_get(l));
+    aiol_loop_free(l);
+    return name;
+}
+
+static void test_fdmon_environment_names(void **state)
+{
+    char *fdmon = getenv("AIOLOOP_FDMON");
+    char *backend = getenv("AIOLOOP_BACKEND");
+    char *saved_fdmon = fdmon ? strdup(fdmon) : NULL;
+    char *saved_backend = backend ? strdup(backend) : NULL;
+
+    (void)state;
+    setenv("AIOLOOP_FDMON", "poll", 1);
+    setenv("AIOLOOP_BACKEND", "epoll", 1);
+    assert_string_equal(default_fdmon(), "poll");  /* the new name wins */
+    unsetenv("AIOLOOP_FDMON");
+    assert_string_equal(default_fdmon(), "epoll"); /* the old one still read */
+    setenv("AIOLOOP_FDMON", "", 1);
+    setenv("AIOLOOP_BACKEND", "poll", 1);
+    assert_string_equal(default_fdmon(), "poll");  /* empty: as unset */
+    if (saved_fdmon) {
+        setenv("AIOLOOP_FDMON", saved_fdmon, 1);
+    } else {
+        unsetenv("AIOLOOP_FDMON");
+    }
+    if (saved_backend) {
+        setenv("AIOLOOP_BACKEND", saved_backend, 1);
+    } else {
+        unsetenv("AIOLOOP_BACKEND");
+    }
+    free(saved_fdmon);
+    free(saved_backend);
+}
+
 #define T(f) cmocka_unit_test_setup(f, th_reset)
 
 int main(void)
@@ -668,6 +710,7 @@ int main(void)
         T(test_free_with_handlers),
         T(test_null_loop_aborts),
         T(test_rearm_same_events),
+        T(test_fdmon_environment_names),
     };
     char name[64];
 

@@ -114,9 +114,9 @@ static bool all_read(const counter *c, int n, int want)
 static bool poll_until_read(aiol_loop *loop, const counter *c, int n,
                             int want)
 {
-    int64_t end = aiol_clock_now_ns() + EVENT_NS;
+    int64_t end = aiol_mono_time_get() + EVENT_NS;
 
-    while (!all_read(c, n, want) && aiol_clock_now_ns() < end) {
+    while (!all_read(c, n, want) && aiol_mono_time_get() < end) {
         aiol_loop_poll_deadline(loop, end);
     }
     return all_read(c, n, want);
@@ -312,7 +312,7 @@ static void test_child_notify_does_not_wake_parent(void **state)
     run_child(child_notifies, &fc);
     /* Nothing is pending for the parent: not even its notifier runs. */
     assert_false(aiol_loop_poll_deadline(fc.loop,
-                                         aiol_clock_now_ns() + LW_MS(100)));
+                                         aiol_mono_time_get() + LW_MS(100)));
     assert_int_equal(lw_stats(fc.loop).callbacks, before.callbacks);
     parent_gets_every_event(&fc);
     case_teardown(&fc);
@@ -348,7 +348,7 @@ static void test_child_keeps_wakeup_fn(void **state)
 
     (void)state;
     case_setup(&fc, true);
-    assert_int_equal(aiol_loop_set_wakeup(fc.loop, count_wakeup, NULL), 0);
+    assert_int_equal(aiol_loop_wakeup_set(fc.loop, count_wakeup, NULL), 0);
     run_child(child_notifies_wakeup_fn, &fc);
     assert_int_equal(fc.c[2].reads, 0); /* the child drained the pipe */
     parent_gets_every_event(&fc);
@@ -364,12 +364,12 @@ static void test_child_after_fork_keeps_parent_loop_fd(void **state)
 
     (void)state;
     case_setup(&fc, true);
-    pfd.fd = aiol_loop_get_fd(fc.loop);
+    pfd.fd = aiol_loop_fd_get(fc.loop);
     assert_true(pfd.fd >= 0);
     run_child(child_changes_handlers, &fc);
     /* The host's view: the loop fd becomes readable for each handler. */
     for (int i = 0; i < NPIPES; i++) {
-        assert_int_equal(aiol_loop_get_fd(fc.loop), pfd.fd);
+        assert_int_equal(aiol_loop_fd_get(fc.loop), pfd.fd);
         tu_pipe_signal(fc.p[i][1]);
         aiol_loop_prepare(fc.loop);
         assert_int_equal(poll(&pfd, 1, (int)(EVENT_NS / LW_MS(1))), 1);
@@ -417,7 +417,7 @@ static void child_with_parent_request(void *arg)
 {
     uring_case *uc = arg;
     aiol_loop *loop = uc->fc.loop;
-    int64_t end = aiol_clock_now_ns() + EVENT_NS;
+    int64_t end = aiol_mono_time_get() + EVENT_NS;
     uread mine;
     int q[2];
 
@@ -427,14 +427,14 @@ static void child_with_parent_request(void *arg)
         return;
     }
     CHILD_CHECK(aiol_loop_after_fork(loop) == 0);
-    CHILD_CHECK(aiol_uring_pending(loop) == 0); /* dropped: the parent's */
+    CHILD_CHECK(aiol_uring_pending_get(loop) == 0); /* dropped: the parent's */
     /* the child's own ring takes requests */
     CHILD_CHECK(pipe2(q, O_CLOEXEC) == 0);
     mine = (uread){ .fd = q[0] };
     CHILD_CHECK(write(q[1], "kid", 3) == 3);
     CHILD_CHECK(aiol_uring_submit(loop, uread_prep, uread_done, &mine,
                                   NULL) == 0);
-    while (mine.ndone == 0 && aiol_clock_now_ns() < end) {
+    while (mine.ndone == 0 && aiol_mono_time_get() < end) {
         aiol_loop_poll_deadline(loop, end);
     }
     CHILD_CHECK(mine.ndone == 1 && mine.res == 3);
@@ -451,7 +451,7 @@ static void uring_in_flight_case(bool after_fork)
     uring_case uc;
 
     case_setup(&uc.fc, true);
-    if (strcmp(aiol_loop_backend(uc.fc.loop), "io_uring") != 0) {
+    if (strcmp(aiol_loop_fdmon_get(uc.fc.loop), "io_uring") != 0) {
         case_teardown(&uc.fc);
         skip();
     }
@@ -462,21 +462,21 @@ static void uring_in_flight_case(bool after_fork)
                                        &uc.rd, NULL), 0);
     assert_true(aiol_uring_flush(uc.fc.loop) >= 0); /* in the kernel now */
     assert_false(aiol_loop_poll(uc.fc.loop, false)); /* the pipe is empty */
-    assert_int_equal(aiol_uring_pending(uc.fc.loop), 1);
+    assert_int_equal(aiol_uring_pending_get(uc.fc.loop), 1);
 
     run_child(child_with_parent_request, &uc);
 
     assert_int_equal(uc.rd.ndone, 0);
-    assert_int_equal(aiol_uring_pending(uc.fc.loop), 1);
+    assert_int_equal(aiol_uring_pending_get(uc.fc.loop), 1);
     assert_int_equal(write(uc.b[1], "hello", 5), 5);
-    end = aiol_clock_now_ns() + EVENT_NS;
-    while (uc.rd.ndone == 0 && aiol_clock_now_ns() < end) {
+    end = aiol_mono_time_get() + EVENT_NS;
+    while (uc.rd.ndone == 0 && aiol_mono_time_get() < end) {
         aiol_loop_poll_deadline(uc.fc.loop, end);
     }
     assert_int_equal(uc.rd.ndone, 1);
     assert_int_equal(uc.rd.res, 5);
     assert_memory_equal(uc.rd.buf, "hello", 5);
-    assert_int_equal(aiol_uring_pending(uc.fc.loop), 0);
+    assert_int_equal(aiol_uring_pending_get(uc.fc.loop), 0);
     assert_false(aiol_loop_poll(uc.fc.loop, false));
     assert_int_equal(uc.rd.ndone, 1);
     parent_gets_every_event(&uc.fc);

@@ -30,7 +30,7 @@ static void g_attach(eh_host *h, aiol_loop *loop, int slot)
     glib_host *g = h->impl;
 
     g->src[slot] = aiol_glib_source_new(loop);
-    assert_ptr_equal(aiol_glib_source_loop(g->src[slot]), loop);
+    assert_ptr_equal(aiol_glib_source_loop_get(g->src[slot]), loop);
     g_source_attach(g->src[slot], g->ctx);
 }
 

@@ -33,10 +33,10 @@
 /* Waits up to 10 s for *@p v >= @p want; false on timeout. */
 static bool wait_for(atomic_long *v, long want)
 {
-    int64_t end = aiol_clock_now_ns() + LW_MS(10000);
+    int64_t end = aiol_mono_time_get() + LW_MS(10000);
 
     while (atomic_load(v) < want) {
-        if (aiol_clock_now_ns() > end) {
+        if (aiol_mono_time_get() > end) {
             return false;
         }
         sched_yield();
@@ -54,9 +54,9 @@ static aiol_iothread *iothread_new_or_skip(void)
     }
     assert_int_equal(rc, 0);
     assert_non_null(t);
-    assert_non_null(aiol_iothread_loop(t));
+    assert_non_null(aiol_iothread_loop_get(t));
     if (tu_backend_requested() != NULL) {
-        assert_string_equal(aiol_loop_backend(aiol_iothread_loop(t)),
+        assert_string_equal(aiol_loop_fdmon_get(aiol_iothread_loop_get(t)),
                             tu_backend_requested());
     }
     return t;
@@ -134,7 +134,7 @@ static void *producer(void *opaque)
     bhjob *job = opaque;
 
     for (long i = 0; i < job->count; i++) {
-        if (aiol_bh_oneshot(job->ctx->loop, cb_oneshot, job) != 0) {
+        if (aiol_bh_schedule_oneshot(job->ctx->loop, cb_oneshot, job) != 0) {
             abort();
         }
         if (i % 64 == 0) {
@@ -152,7 +152,7 @@ static void test_iothread_bh_from_threads(void **state)
 
     (void)state;
     memset(&g_ctx, 0, sizeof(g_ctx));
-    g_ctx.loop = aiol_iothread_loop(t);
+    g_ctx.loop = aiol_iothread_loop_get(t);
     g_ctx.main = pthread_self();
     for (int p = 0; p < NPRODUCERS; p++) {
         long n = NBH / NPRODUCERS + (p == 0 ? NBH % NPRODUCERS : 0);
@@ -199,14 +199,14 @@ static void test_iothread_bh_reschedule_roundtrips(void **state)
 
     (void)state;
     atomic_store(&p.runs, 0);
-    assert_int_equal(aiol_bh_new(aiol_iothread_loop(t), cb_ping, &p, &p.bh),
+    assert_int_equal(aiol_bh_new(aiol_iothread_loop_get(t), cb_ping, &p, &p.bh),
                      0);
     for (long i = 1; i <= NBH; i++) {
         aiol_bh_schedule(p.bh);
         assert_true(wait_for(&p.runs, i));
     }
     assert_int_equal(atomic_load(&p.runs), NBH);
-    aiol_bh_delete(p.bh);
+    aiol_bh_free(p.bh);
     aiol_iothread_free(t);
 }
 
@@ -241,14 +241,14 @@ static void iothread_sync(aiol_loop *loop)
     static atomic_long done;
     long before = atomic_load(&done);
 
-    assert_int_equal(aiol_bh_oneshot(loop, cb_flag, &done), 0);
+    assert_int_equal(aiol_bh_schedule_oneshot(loop, cb_flag, &done), 0);
     assert_true(wait_for(&done, before + 1));
 }
 
 static void test_iothread_fd_handler_from_other_thread(void **state)
 {
     aiol_iothread *t = iothread_new_or_skip();
-    aiol_loop *loop = aiol_iothread_loop(t);
+    aiol_loop *loop = aiol_iothread_loop_get(t);
     static fdctx c;
 
     (void)state;
@@ -301,7 +301,7 @@ static void test_iothread_fd_handlers_in_a_row(void **state)
 {
     enum { NFD = 4 };
     aiol_iothread *t = iothread_new_or_skip();
-    aiol_loop *loop = aiol_iothread_loop(t);
+    aiol_loop *loop = aiol_iothread_loop_get(t);
     static fdctx c[NFD];
 
     (void)state;

@@ -189,7 +189,7 @@ static void test_pollmode_peer_never_stranded(void **state)
     (void)state;
     vq_init(&v, loop);
     v.requests = 200;
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(1), 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(1), 0, 0), 0);
     assert_int_equal(pthread_create(&peer, NULL, peer_main, &v), 0);
     while (!atomic_load(&v.done)) {
         aiol_loop_poll(loop, true);
@@ -215,14 +215,14 @@ static void cb_flag(void *opaque)
 /* Opens the busy-poll window and gets @v busy-polled (poll_begin). */
 static void vq_start_polling(vq *v)
 {
-    aiol_clock *c = aiol_loop_clock(v->loop);
+    aiol_clock *c = aiol_loop_clock_get(v->loop);
     aiol_timer *t;
     int fired;
 
     assert_int_equal(aiol_timer_new(c, cb_flag, &fired, &t), 0);
     for (int i = 0; i < 20 && atomic_load(&v->notify_on); i++) {
         fired = 0;
-        assert_int_equal(aiol_timer_mod(t, aiol_clock_get_ns(c) + LW_US(100)),
+        assert_int_equal(aiol_timer_mod(t, aiol_clock_time_get(c) + LW_US(100)),
                          0);
         while (!fired) {
             aiol_loop_poll(v->loop, true);
@@ -246,7 +246,7 @@ static void test_pollmode_prepare_ends_polling(void **state)
 
     (void)state;
     vq_init(&v, loop);
-    assert_int_equal(aiol_loop_set_poll_params(loop, LW_MS(50), 0, 0), 0);
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
 
     /* nothing queued: prepare turns notifications on, the host may sleep */
     vq_start_polling(&v);

@@ -48,7 +48,7 @@ static aiol_loop_stats stats(aiol_loop *loop)
 
 static bool is_epoll(aiol_loop *loop)
 {
-    return strcmp(aiol_loop_backend(loop), "epoll") == 0;
+    return strcmp(aiol_loop_fdmon_get(loop), "epoll") == 0;
 }
 
 static void cb_fired(void *opaque)
@@ -67,9 +67,9 @@ static uint64_t waits_until_timer(aiol_loop *loop)
     bool fired = false;
     aiol_timer *t;
 
-    assert_int_equal(aiol_timer_new(aiol_loop_clock(loop), cb_fired, &fired,
+    assert_int_equal(aiol_timer_new(aiol_loop_clock_get(loop), cb_fired, &fired,
                                     &t), 0);
-    assert_int_equal(aiol_timer_mod(t, aiol_clock_now_ns() + LW_MS(20)), 0);
+    assert_int_equal(aiol_timer_mod(t, aiol_mono_time_get() + LW_MS(20)), 0);
     while (!fired) {
         aiol_loop_poll(loop, true);
     }
@@ -273,7 +273,7 @@ static void test_host_epoll_keeps_loop_fd(void **state)
     th_add(&h, loop, efd, th_cb_read, NULL);
     th_add(&hl, loop, live, th_cb_read, NULL);
     hl.drain = true;
-    lfd = aiol_loop_get_fd(loop);
+    lfd = aiol_loop_fd_get(loop);
     assert_true(lfd >= 0);
     assert_int_equal(epoll_ctl(host, EPOLL_CTL_ADD, lfd, &ev), 0);
     aiol_loop_prepare(loop);
@@ -289,7 +289,7 @@ static void test_host_epoll_keeps_loop_fd(void **state)
         aiol_loop_check(loop);
         aiol_loop_dispatch(loop);
     }
-    assert_int_equal(aiol_loop_get_fd(loop), lfd);
+    assert_int_equal(aiol_loop_fd_get(loop), lfd);
     aiol_loop_prepare(loop);
     assert_int_equal(epoll_wait(host, &out, 1, 0), 0); /* nothing stale */
     aiol_loop_check(loop);

@@ -81,7 +81,7 @@ static void *pp_thread(void *opaque)
         /* state first, then the wakeup that announces it */
         atomic_store_explicit(&s->req, i, memory_order_release);
         if (s->oneshot) {
-            if (aiol_bh_oneshot(s->loop, cb_pp_ack, s) != 0) {
+            if (aiol_bh_schedule_oneshot(s->loop, cb_pp_ack, s) != 0) {
                 abort();
             }
         } else {
@@ -242,7 +242,7 @@ static void storms_check(aiol_loop *loop)
         aiol_bh_schedule(s->bh);
         assert_true(aiol_loop_poll(loop, false));
         assert_int_equal(s->runs, runs + 1);
-        aiol_bh_delete(s->bh);
+        aiol_bh_free(s->bh);
     }
 }
 
@@ -415,11 +415,11 @@ static void host_iteration(aiol_loop *loop)
     int timeout = -1, r;
 
     if (n < 0) {
-        fds[0] = (struct pollfd){ .fd = aiol_loop_get_fd(loop),
+        fds[0] = (struct pollfd){ .fd = aiol_loop_fd_get(loop),
                                   .events = POLLIN };
     }
     if (deadline != AIOL_DEADLINE_NONE) {
-        now = aiol_clock_now_ns();
+        now = aiol_mono_time_get();
         timeout = deadline <= now ? 0 : (int)((deadline - now) / 1000000 + 1);
     }
     do {

@@ -44,7 +44,7 @@ static void then_fsync(ur_req *w)
 
     ur_req_init(fs, w->loop, UR_FSYNC, w->fd, NULL, 0, 0);
     ur_submit(fs);
-    assert_true(aiol_uring_pending(w->loop) >= 1);
+    assert_true(aiol_uring_pending_get(w->loop) >= 1);
 }
 
 static void test_read_write_fsync(void **state)
@@ -64,16 +64,16 @@ static void test_read_write_fsync(void **state)
     }
     assert_int_equal(pwrite(fd, content, sizeof(content), 0), sizeof(content));
     lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
 
     /* a read */
     ur_req_init(&rd, loop, UR_READ, fd, buf, sizeof(buf), 0);
     ur_submit(&rd);
-    assert_int_equal(aiol_uring_pending(loop), 1);
+    assert_int_equal(aiol_uring_pending_get(loop), 1);
     ur_poll_until(loop, &rd.ndone, 1, &wd);
     assert_int_equal(rd.res, (int)sizeof(content));
     assert_memory_equal(buf, content, sizeof(content));
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
 
     /* a write, then an fsync submitted from the write's done callback */
     memset(wbuf, 'W', sizeof(wbuf));
@@ -82,13 +82,13 @@ static void test_read_write_fsync(void **state)
     wr.then = then_fsync;
     wr.peer = &fs;
     ur_submit(&wr);
-    assert_int_equal(aiol_uring_pending(loop), 1);
+    assert_int_equal(aiol_uring_pending_get(loop), 1);
     ur_poll_until(loop, &fs.ndone, 1, &wd);
     assert_int_equal(wr.ndone, 1);
     assert_int_equal(wr.res, (int)sizeof(wbuf));
     assert_int_equal(fs.res, 0);
     assert_true(fs.seq > wr.seq);
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
     assert_int_equal(pread(fd, check, sizeof(check), 8192), sizeof(check));
     assert_memory_equal(check, wbuf, sizeof(wbuf));
 
@@ -97,12 +97,12 @@ static void test_read_write_fsync(void **state)
         ur_req_init(&many[i], loop, UR_READ, fd, buf + i * 512, 512,
                     (uint64_t)i * 512);
         ur_submit(&many[i]);
-        assert_int_equal(aiol_uring_pending(loop), (unsigned)i + 1);
+        assert_int_equal(aiol_uring_pending_get(loop), (unsigned)i + 1);
     }
     for (int i = 0; i < 8; i++) {
         ur_poll_until(loop, &many[i].ndone, 1, &wd);
     }
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
     for (int i = 0; i < 8; i++) {
         assert_int_equal(many[i].res, 512);
     }
@@ -145,11 +145,11 @@ static void test_cancel(void **state)
     assert_true(aiol_uring_flush(loop) >= 1);
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(r.ndone, 0);
-    assert_int_equal(aiol_uring_pending(loop), 1);
+    assert_int_equal(aiol_uring_pending_get(loop), 1);
     assert_int_equal(aiol_uring_cancel(r.h), 0);
     ur_poll_until(loop, &r.ndone, 1, &wd);
     assert_int_equal(r.res, -ECANCELED);
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
     /* the cancelled read consumes nothing and never completes again */
     tu_pipe_signal(p[1]);
     ur_poll_idle(loop, 3);
@@ -184,7 +184,7 @@ static void test_cancel(void **state)
     assert_true(b.res == 0 || b.res == -ECANCELED);
     ur_poll_idle(loop, 3);
     assert_int_equal(a.ndone + b.ndone, 2);
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
 
     assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
@@ -272,7 +272,7 @@ static void test_nested(void **state)
     assert_true(b.seq > a.seq);
     ur_poll_idle(loop, 2);
     assert_int_equal(a.ndone + b.ndone, 2);
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
 
     /*
      * Queue continuation: all four complete in the same wait (NOPs
@@ -302,7 +302,7 @@ static void test_nested(void **state)
     for (int i = 0; i < 4; i++) {
         assert_int_equal(q[i].ndone, 1);
     }
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
 
     assert_int_equal(lw_watchdog_free(&wd), 0);
     assert_int_equal(c.h.after_remove, 0);
@@ -331,7 +331,7 @@ static void test_free_in_flight(void **state)
     }
     ur_req_init(&nop, loop, UR_NOP, -1, NULL, 0, 0);
     ur_submit(&nop);
-    assert_int_equal(aiol_uring_pending(loop), N + 1);
+    assert_int_equal(aiol_uring_pending_get(loop), N + 1);
 
     ur_in_free = true;
     aiol_loop_free(loop);
@@ -372,7 +372,7 @@ static void test_not_uring(void **state)
         assert_null(h);
         assert_int_equal(aiol_uring_flush(loop), -ENOTSUP);
         assert_int_equal(aiol_uring_drain(loop), -ENOTSUP);
-        assert_int_equal(aiol_uring_pending(loop), 0);
+        assert_int_equal(aiol_uring_pending_get(loop), 0);
         assert_false(aiol_loop_poll(loop, false));
         assert_int_equal(r.preps + r.ndone, 0);
         aiol_loop_free(loop);
@@ -402,7 +402,7 @@ static void cb_read_wait_requests(void *opaque)
     tu_eventfd_signal(c->other.fd);
     aiol_bh_schedule(c->bh);
     assert_int_equal(aiol_uring_drain(c->drainer.loop), 0);
-    assert_int_equal(aiol_uring_pending(c->drainer.loop), 0);
+    assert_int_equal(aiol_uring_pending_get(c->drainer.loop), 0);
     assert_int_equal(c->rd.ndone + c->a.ndone + c->b.ndone, 3);
     /* nothing else ran meanwhile */
     assert_int_equal(c->other.reads, 0);
@@ -453,7 +453,7 @@ static void test_drain(void **state)
     while (c.other.reads == 0 || c.bh_runs == 0) {
         assert_true(aiol_loop_poll(loop, true));
     }
-    aiol_bh_delete(c.bh);
+    aiol_bh_free(c.bh);
     th_remove(&c.drainer);
     th_remove(&c.other);
     close(c.drainer.fd);
@@ -488,14 +488,14 @@ static void test_flush(void **state)
     /* now it has, though the loop was never polled */
     assert_true(ur_readable(p[0], 5000));
     assert_int_equal(w.ndone, 0);
-    assert_int_equal(aiol_uring_pending(loop), 1);
+    assert_int_equal(aiol_uring_pending_get(loop), 1);
     assert_int_equal(aiol_uring_flush(loop), 0);  /* nothing left */
 
     ur_poll_until(loop, &w.ndone, 1, &wd);
     assert_int_equal(w.res, (int)sizeof(msg));
     assert_int_equal(read(p[0], got, sizeof(got)), sizeof(got));
     assert_memory_equal(got, msg, sizeof(msg));
-    assert_int_equal(aiol_uring_pending(loop), 0);
+    assert_int_equal(aiol_uring_pending_get(loop), 0);
 
     assert_int_equal(lw_watchdog_free(&wd), 0);
     aiol_loop_free(loop);
@@ -579,7 +579,7 @@ static void test_remove_in_flight_repeated(void **state)
         th_remove(a);
         tu_eventfd_signal(fd);
         if (flavour != 2) {
-            assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() +
+            assert_false(aiol_loop_poll_deadline(loop, aiol_mono_time_get() +
                                                            LW_MS(1)));
             assert_false(aiol_loop_poll(loop, false));
         }
@@ -597,7 +597,7 @@ static void test_remove_in_flight_repeated(void **state)
             fd = tu_eventfd();
             th_add(b, loop, fd, cb_read_drain, NULL);
             assert_false(aiol_loop_poll(loop, false));
-            assert_false(aiol_loop_poll_deadline(loop, aiol_clock_now_ns() +
+            assert_false(aiol_loop_poll_deadline(loop, aiol_mono_time_get() +
                                                            LW_MS(1)));
             assert_int_equal(b->reads, 0);
             tu_eventfd_signal(fd);
@@ -662,7 +662,7 @@ static void test_embed_direct_and_requests(void **state)
 {
     aiol_loop *loop = ur_loop_new();
     struct pollfd fds[4];
-    int efd = tu_eventfd(), lfd = aiol_loop_get_fd(loop), p[2], n;
+    int efd = tu_eventfd(), lfd = aiol_loop_fd_get(loop), p[2], n;
     char buf[8];
     ur_req rd;
     th h;
@@ -715,7 +715,7 @@ static void test_embed_direct_and_requests(void **state)
 /*
  * Requests in flight pin a ring to its thread, yet the documented fallback
  * after embed_fds() says -EBUSY is the loop fd: on the owner thread
- * aiol_loop_get_fd() keeps the bound ring and its fd wakes the host for
+ * aiol_loop_fd_get() keeps the bound ring and its fd wakes the host for
  * the request's completion (it used to abort).
  */
 static void test_get_fd_with_requests_in_flight(void **state)
@@ -733,7 +733,7 @@ static void test_get_fd_with_requests_in_flight(void **state)
     assert_false(aiol_loop_poll(loop, false)); /* in the kernel now */
     aiol_loop_prepare(loop);
     assert_int_equal(aiol_loop_embed_fds(loop, fds, 4), -EBUSY);
-    lfd = aiol_loop_get_fd(loop);
+    lfd = aiol_loop_fd_get(loop);
     assert_true(lfd >= 0);
     fds[0] = (struct pollfd){ .fd = lfd, .events = POLLIN };
     assert_int_equal(poll(fds, 1, 0), 0);      /* nothing yet */
@@ -744,7 +744,7 @@ static void test_get_fd_with_requests_in_flight(void **state)
     assert_int_equal(rd.ndone, 1);
     assert_int_equal(rd.res, 1);
     /* the host keeps its fd: the ring stays the same */
-    assert_int_equal(aiol_loop_get_fd(loop), lfd);
+    assert_int_equal(aiol_loop_fd_get(loop), lfd);
     aiol_loop_free(loop);
     close(p[0]);
     close(p[1]);

@@ -154,9 +154,9 @@ static void child_free_iothread_in_flight(void)
         return;
     }
     CHECK(pipe2(p, O_CLOEXEC) == 0);
-    c.loop = aiol_iothread_loop(t);
+    c.loop = aiol_iothread_loop_get(t);
     ur_req_init(&c.r, c.loop, UR_READ, p[0], c.buf, sizeof(c.buf), 0);
-    CHECK(aiol_bh_oneshot(c.loop, bh_submit, &c) == 0);
+    CHECK(aiol_bh_schedule_oneshot(c.loop, bh_submit, &c) == 0);
     for (int i = 0; i < 10000 && !atomic_load(&c.submitted); i++) {
         lw_sleep_ns(LW_MS(1));
     }
@@ -204,7 +204,7 @@ static void *schedule_later(void *opaque)
     handoff *c = opaque;
 
     lw_sleep_ns(LW_MS(20));
-    CHECK(aiol_bh_oneshot(c->loop, bh_count, c) == 0);
+    CHECK(aiol_bh_schedule_oneshot(c->loop, bh_count, c) == 0);
     return NULL;
 }
 
@@ -253,7 +253,7 @@ static void child_handoff(void)
     CHECK(aiol_uring_submit(c.loop, ur_prep, ur_done, &c.r, &c.r.h) == 0);
     CHECK(child_poll_until(c.loop, &c.r.ndone, 1));
     CHECK(c.r.res == 0);
-    CHECK(aiol_uring_pending(c.loop) == 0);
+    CHECK(aiol_uring_pending_get(c.loop) == 0);
 
     CHECK(aiol_fd_remove(c.loop, c.h.fd) == 0);
     aiol_loop_free(c.loop);
@@ -394,7 +394,7 @@ static void test_embed_notify_wakes_host(void **state)
     }
     for (int round = 0; round < 3; round++) {
         struct pollfd pfd[2] = {
-            { .fd = aiol_loop_get_fd(loop), .events = POLLIN },
+            { .fd = aiol_loop_fd_get(loop), .events = POLLIN },
             { .fd = wd[0], .events = POLLIN },
         };
         int n;

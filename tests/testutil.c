@@ -47,12 +47,12 @@ aiol_loop *tu_loop_new(void)
         TU_DIE("aiol_loop_new(%s) failed: %d (%s)",
                want ? want : "NULL", rc, rc < 0 ? strerror(-rc) : "?");
     }
-    if (aiol_loop_backend(l) == NULL) {
-        TU_DIE("aiol_loop_backend() returned NULL");
+    if (aiol_loop_fdmon_get(l) == NULL) {
+        TU_DIE("aiol_loop_fdmon_get() returned NULL");
     }
-    if (want != NULL && strcmp(aiol_loop_backend(l), want) != 0) {
+    if (want != NULL && strcmp(aiol_loop_fdmon_get(l), want) != 0) {
         TU_DIE("asked for backend %s, loop runs on %s", want,
-               aiol_loop_backend(l));
+               aiol_loop_fdmon_get(l));
     }
     return l;
 }

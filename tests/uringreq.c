@@ -44,7 +44,7 @@ aiol_loop *ur_loop_new(void)
     }
     assert_int_equal(rc, 0);
     assert_non_null(l);
-    assert_string_equal(aiol_loop_backend(l), "io_uring");
+    assert_string_equal(aiol_loop_fdmon_get(l), "io_uring");
     return l;
 }
 
@@ -128,7 +128,7 @@ void ur_poll_idle(aiol_loop *loop, int n)
 {
     for (int i = 0; i < n; i++) {
         assert_false(aiol_loop_poll_deadline(loop,
-                                             aiol_clock_now_ns() + LW_MS(2)));
+                                             aiol_mono_time_get() + LW_MS(2)));
         assert_false(aiol_loop_poll(loop, false));
     }
 }

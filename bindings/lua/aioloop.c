@@ -284,7 +284,7 @@ static int l_call_later(lua_State *L)
 {
     lloop *ll = check_loop(L, 1);
     lua_Number delay = luaL_checknumber(L, 2);
-    aiol_clock *c = aiol_loop_clock(ll->loop);
+    aiol_clock *c = aiol_loop_clock_get(ll->loop);
     ltimer *t;
     int64_t ns;
     int ret;
@@ -302,7 +302,7 @@ static int l_call_later(lua_State *L)
     t->ll = ll;
     AIOL_LIST_INSERT_HEAD(&ll->timers, t, link);
     delay = delay < 0 ? 0 : delay > 1e9 ? 1e9 : delay;
-    ns = aiol_clock_get_ns(c) + (int64_t)(delay * 1e9);
+    ns = aiol_clock_time_get(c) + (int64_t)(delay * 1e9);
     ret = aiol_timer_mod(t->timer, ns);
     if (ret < 0) {
         return fail(L, "call_later", ret); /* (__gc frees the timer) */
@@ -452,7 +452,7 @@ static int l_notify(lua_State *L)
 
 static int l_backend(lua_State *L)
 {
-    lua_pushstring(L, aiol_loop_backend(check_loop(L, 1)->loop));
+    lua_pushstring(L, aiol_loop_fdmon_get(check_loop(L, 1)->loop));
     return 1;
 }
 
@@ -460,8 +460,8 @@ static int l_time(lua_State *L)
 {
     lloop *ll = check_loop(L, 1);
 
-    lua_pushnumber(L, (lua_Number)aiol_clock_get_ns(
-                          aiol_loop_clock(ll->loop)) / 1e9);
+    lua_pushnumber(L, (lua_Number)aiol_clock_time_get(
+                          aiol_loop_clock_get(ll->loop)) / 1e9);
     return 1;
 }
 
@@ -520,7 +520,7 @@ static int l_close(lua_State *L)
     ll->fds = NULL;
     ll->nfds = 0;
     aiol__lua_soon_close(L, ll);
-    aiol_bh_delete(ll->soon_bh);
+    aiol_bh_free(ll->soon_bh);
     while (!AIOL_LIST_EMPTY(&ll->timers)) {
         ltimer *t = AIOL_LIST_FIRST(&ll->timers);
 

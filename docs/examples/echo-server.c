@@ -240,7 +240,7 @@ int main(int argc, char **argv)
         return 1;
     }
     printf("echo-server: listening on 127.0.0.1:%u (%s)\n",
-           (unsigned)ntohs(sa.sin_port), aiol_loop_backend(s.loop));
+           (unsigned)ntohs(sa.sin_port), aiol_loop_fdmon_get(s.loop));
     fflush(stdout);
     while (!s.stop) {
         aiol_loop_poll(s.loop, true);

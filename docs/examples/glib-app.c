@@ -98,8 +98,8 @@ int main(void)
         aiol_loop_new(&a.loop, NULL) < 0 ||
         aiol_fd_set(a.loop, a.pipe[0], on_pipe, NULL, NULL, &a) < 0 ||
         aiol_bh_new(a.loop, on_bh, &a, &a.bh) < 0 ||
-        aiol_timer_new(aiol_loop_clock(a.loop), on_timer, &a, &t) < 0 ||
-        aiol_timer_mod(t, aiol_clock_get_ns(aiol_loop_clock(a.loop)) +
+        aiol_timer_new(aiol_loop_clock_get(a.loop), on_timer, &a, &t) < 0 ||
+        aiol_timer_mod(t, aiol_clock_time_get(aiol_loop_clock_get(a.loop)) +
                               50 * 1000000) < 0) {
         fprintf(stderr, "glib-app: cannot set up the loop\n");
         return 1;
@@ -112,12 +112,12 @@ int main(void)
     g_main_loop_run(a.ml);
     g_thread_join(th);
     printf("glib-app (%s): %d pipe reads, %d bottom halves from a thread, "
-           "%d timer: ok\n", aiol_loop_backend(a.loop), a.reads,
+           "%d timer: ok\n", aiol_loop_fdmon_get(a.loop), a.reads,
            g_atomic_int_get(&a.bhs), a.timers);
     g_source_destroy(src);
     g_source_unref(src);
     aiol_timer_free(t);
-    aiol_bh_delete(a.bh);
+    aiol_bh_free(a.bh);
     aiol_fd_remove(a.loop, a.pipe[0]);
     aiol_loop_free(a.loop);
     g_main_loop_unref(a.ml);

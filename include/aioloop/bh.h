@@ -39,13 +39,13 @@ int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
 
 /**
  * Creates a local bottom half: like aiol_bh_new(), but scheduled,
- * cancelled and deleted only by the loop's polling thread (the thread
+ * cancelled and freed only by the loop's polling thread (the thread
  * inside its poll, or between polls the thread that polls it), which a
  * debug build asserts.  In return a schedule costs no locked instruction
  * and no wakeup: it is a plain append to the loop's own list.  Local
  * bottom halves run in the order they were scheduled, after the
  * thread-safe ones the same poll takes; otherwise they behave the same
- * (nesting, idle, delete from their own callback).  For work a loop
+ * (nesting, idle, free from their own callback).  For work a loop
  * defers to itself, as libuv's idle and check handles are.  Any thread.
  * @return 0 or -ENOMEM.
  */
@@ -76,17 +76,18 @@ void aiol_bh_schedule_idle(aiol_bh *bh);
 void aiol_bh_cancel(aiol_bh *bh);
 
 /**
- * Deletes @p bh: it will not run again and the loop frees it.  Any thread,
+ * Frees @p bh: it will not run again and the loop frees it.  Any thread,
  * including @p bh's own callback.  @p bh must not be used afterwards.
  */
-void aiol_bh_delete(aiol_bh *bh);
+void aiol_bh_free(aiol_bh *bh);
 
 /**
  * Schedules a one-shot callback: @p cb(@p opaque) runs once, in the loop's
  * next iteration, and its bottom half is freed by the loop.  Any thread.
  * @return 0 or -ENOMEM.
  */
-int aiol_bh_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque);
+int aiol_bh_schedule_oneshot(aiol_loop *loop, aiol_handler_fn *cb,
+                             void *opaque);
 
 #pragma GCC visibility pop
 

@@ -5,7 +5,7 @@
  * A host loop drives an aiol_loop with one pollable fd and three steps:
  *
  *   deadline = aiol_loop_prepare(loop);     // before the host sleeps
- *   ...host polls aiol_loop_get_fd(loop) for input, until deadline...
+ *   ...host polls aiol_loop_fd_get(loop) for input, until deadline...
  *   if (aiol_loop_check(loop) || fd_was_readable)
  *       aiol_loop_dispatch(loop);           // one non-blocking iteration
  *
@@ -53,7 +53,7 @@ extern "C" {
  *         io_uring, -EBUSY when requests are in flight on a ring bound to
  *         another thread.
  */
-int aiol_loop_get_fd(aiol_loop *loop);
+int aiol_loop_fd_get(aiol_loop *loop);
 
 /**
  * First step of an embedded iteration, before the host sleeps.  Arms
@@ -88,7 +88,7 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  * fds, aiol_loop_check(), aiol_loop_dispatch_fds().
  *
  * Fills @p fds with one entry per watched fd, the loop's own wakeup fd
- * included unless aiol_loop_set_wakeup() replaced it (events POLLIN, with
+ * included unless aiol_loop_wakeup_set() replaced it (events POLLIN, with
  * POLLRDHUP, and/or POLLOUT; revents 0), at most @p max.
  * The set changes when handlers do: call it again each iteration, after
  * aiol_loop_prepare().  Polling thread.
@@ -96,7 +96,7 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  * While the host polls directly, the loop fd is not kept up to date: the
  * fds leave the epoll set behind it (epoll's own, poll's mirror), where
  * each would cost the kernel a callback at every event, and io_uring
- * cancels its polls.  A negative return or a new aiol_loop_get_fd() puts
+ * cancels its polls.  A negative return or a new aiol_loop_fd_get() puts
  * them back, so a host switches to the loop fd after one of those.  The
  * loop's own polls need no care (aiol_loop_poll(), nested ones included,
  * from a dispatched callback).
@@ -105,7 +105,7 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  *         in flight, since their completions arrive on the ring, or while
  *         the ring has too little room to cancel every poll; -ENOTSUP on
  *         a backend without direct embedding (none of the built-in ones).  On error, poll
- *         aiol_loop_get_fd() this round.
+ *         aiol_loop_fd_get() this round.
  */
 int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);
 
@@ -120,7 +120,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);
 bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
                             size_t n);
 
-/** An embedder's way to wake the loop's poller; see aiol_loop_set_wakeup(). */
+/** An embedder's way to wake the loop's poller; see aiol_loop_wakeup_set(). */
 typedef void aiol_wakeup_fn(void *opaque);
 
 /**
@@ -140,7 +140,7 @@ typedef void aiol_wakeup_fn(void *opaque);
  * and outside its callbacks.
  * @return 0; -EALREADY if a wakeup was set already.
  */
-int aiol_loop_set_wakeup(aiol_loop *loop, aiol_wakeup_fn *fn, void *opaque);
+int aiol_loop_wakeup_set(aiol_loop *loop, aiol_wakeup_fn *fn, void *opaque);
 
 /** An embedder's phase.  Opaque. */
 typedef struct aiol_phase aiol_phase;

@@ -78,7 +78,7 @@ typedef struct aiol_fd_ops {
  *
  * Setting a handler makes no syscall: every backend hands new
  * registrations to the kernel at its next wait (or aiol_loop_prepare()).
- * (One exception: the poll backend, once aiol_loop_get_fd() made its
+ * (One exception: the poll backend, once aiol_loop_fd_get() made its
  * epoll mirror, changes the mirror at once, and reports its errors.)
  * So an fd that is closed by then, or was already closed when it was set,
  * is not refused here: the monitor finds it out, never runs the handler's
@@ -120,7 +120,7 @@ int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
  * its next wait), and a registration whose file outlived the closed fd
  * (a dup, an eventfd another process or KVM holds) is dropped at its
  * first event by rebuilding the epoll set (docs/backend-epoll.md).  Once
- * aiol_loop_get_fd() has handed the epoll fd out, epoll DELs here from
+ * aiol_loop_fd_get() has handed the epoll fd out, epoll DELs here from
  * any thread.  io_uring cancels its poll at the next wait.  Either way a
  * removed fd may wake one wait that then runs nothing.
  * @return 0, -EBADF for a negative fd, -ENOENT when @p fd has no handler.

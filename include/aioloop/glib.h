@@ -18,7 +18,7 @@
  * (aiol_loop_prepare()).  glib then polls either the handlers' own fds,
  * while there are at most AIOL_GLIB_DIRECT_MAX of them (direct embedding,
  * aiol_loop_embed_fds(): no extra wait per wakeup, as the QEMU fork does),
- * or the loop fd (aiol_loop_get_fd()); dispatch runs one non-blocking
+ * or the loop fd (aiol_loop_fd_get()); dispatch runs one non-blocking
  * iteration of the loop.  The source calls no GSourceFunc callback
  * (g_source_set_callback() is not used).
  *
@@ -57,7 +57,7 @@ GSource *aiol_glib_source_new(aiol_loop *loop);
 
 /** The loop @p source drives; aborts with a message when @p source is not
  *  one of aiol_glib_source_new(). */
-aiol_loop *aiol_glib_source_loop(GSource *source);
+aiol_loop *aiol_glib_source_loop_get(GSource *source);
 
 #pragma GCC visibility pop
 

@@ -28,12 +28,12 @@ typedef struct aiol_iothread aiol_iothread;
 int aiol_iothread_new(const char *backend, aiol_iothread **out);
 
 /** The iothread's loop.  Valid until aiol_iothread_free(). */
-aiol_loop *aiol_iothread_loop(aiol_iothread *iothread);
+aiol_loop *aiol_iothread_loop_get(aiol_iothread *iothread);
 
 /**
  * Stops the thread after its current iteration, joins it and frees the
  * loop.  Call from any thread but the iothread itself; the caller must
- * have removed its handlers and deleted its bottom halves.  NULL is a
+ * have removed its handlers and freed its bottom halves.  NULL is a
  * no-op.
  */
 void aiol_iothread_free(aiol_iothread *iothread);

@@ -50,16 +50,18 @@ typedef struct aiol_loop_stats {
  * Creates a loop.
  *
  * @param out      receives the loop on success; untouched on failure
- * @param backend  fd monitor to use: "epoll", "io_uring" (when built with
- *                 liburing) or "poll".  The named backend is used or the
- *                 call fails with its error (-EINVAL for an unknown or
- *                 absent one).  NULL picks the default: the backend named
- *                 by the AIOLOOP_BACKEND environment variable if it starts,
- *                 else the first of epoll, io_uring and poll that starts.
- *                 aiol_loop_backend() tells which one runs.
- * @return 0, -EINVAL, -ENOMEM, or the backend's own error (-EMFILE...).
+ * @param fdmon    fd monitor to use: "epoll", "io_uring" (when built with
+ *                 liburing) or "poll".  The named fd monitor is used or
+ *                 the call fails with its error (-EINVAL for an unknown or
+ *                 absent one).  NULL picks the default: the fd monitor
+ *                 named by the AIOLOOP_FDMON environment variable (or,
+ *                 when that is unset or empty, by its older name
+ *                 AIOLOOP_BACKEND) if it starts, else the first of epoll,
+ *                 io_uring and poll that starts.  aiol_loop_fdmon_get()
+ *                 tells which one runs.
+ * @return 0, -EINVAL, -ENOMEM, or the fd monitor's own error (-EMFILE...).
  */
-int aiol_loop_new(aiol_loop **out, const char *backend);
+int aiol_loop_new(aiol_loop **out, const char *fdmon);
 
 /**
  * Destroys a loop.  Handlers still registered are dropped without their
@@ -95,13 +97,13 @@ void aiol_loop_free(aiol_loop *loop);
  * ring (poll: a fresh array; the embedding mirror is made again on
  * demand), a new notify eventfd under the same fd number, and registers
  * every handler still set, with its callbacks and opaque as they were.
- * A loop with an embedder's wakeup (aiol_loop_set_wakeup()) keeps it.
+ * A loop with an embedder's wakeup (aiol_loop_wakeup_set()) keeps it.
  * Bottom halves, timers and phases are the child's memory and carry on.
  *
  * io_uring requests (aioloop/uring.h) in flight at fork time belong to
  * the parent, which still completes them: in the child they are dropped
  * without their callbacks, and their aiol_uring_req handles are invalid.
- * The loop fd of aiol_loop_get_fd() changes: an embedder must get it
+ * The loop fd of aiol_loop_fd_get() changes: an embedder must get it
  * again.  An aiol_iothread's thread does not exist in the child; its loop
  * must not be used there.  No other thread may have been inside a call on
  * the loop when fork() ran.
@@ -119,7 +121,7 @@ void aiol_loop_free(aiol_loop *loop);
 int aiol_loop_after_fork(aiol_loop *loop);
 
 /** Name of the fd monitor the loop runs on ("epoll", "poll", ...). */
-const char *aiol_loop_backend(const aiol_loop *loop);
+const char *aiol_loop_fdmon_get(const aiol_loop *loop);
 
 /**
  * Runs one iteration: waits for events (if @p blocking), then dispatches
@@ -133,7 +135,7 @@ bool aiol_loop_poll(aiol_loop *loop, bool blocking);
 
 /**
  * Like aiol_loop_poll() but waits at most until @p deadline_ns on the
- * CLOCK_MONOTONIC clock of aiol_clock_now_ns().  A deadline in the past
+ * CLOCK_MONOTONIC clock of aiol_mono_time_get().  A deadline in the past
  * (0, say) never blocks; AIOL_DEADLINE_NONE blocks as long as needed.
  * The wait has nanosecond precision on every backend.  Meant for embedders
  * that own the outer deadline.
@@ -166,7 +168,7 @@ void aiol_loop_notify(aiol_loop *loop);
  * overflow saturate at @p max_ns.  Polling thread.
  * @return 0, or -EINVAL for negative values.
  */
-int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
+int aiol_loop_poll_params_set(aiol_loop *loop, int64_t max_ns, int64_t grow,
                               int64_t shrink);
 
 /** A function the polling thread calls around a wait, see below. */
@@ -186,14 +188,14 @@ typedef void aiol_block_fn(void *opaque);
  * never call them.  @p before and @p after are both set or both NULL (no
  * hooks, the default).  Polling thread, outside any poll.
  */
-void aiol_loop_set_block_hooks(aiol_loop *loop, aiol_block_fn *before,
+void aiol_loop_block_hooks_set(aiol_loop *loop, aiol_block_fn *before,
                                aiol_block_fn *after, void *opaque);
 
 /** Copies the loop's counters into @p out. */
 void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out);
 
 /** Current CLOCK_MONOTONIC time in nanoseconds. */
-int64_t aiol_clock_now_ns(void);
+int64_t aiol_mono_time_get(void);
 
 #pragma GCC visibility pop
 

@@ -2,7 +2,7 @@
  * aioloop/timer.h - clocks and timers.
  *
  * Timers live on a clock.  Every loop has a built-in monotonic clock
- * (aiol_loop_clock(), CLOCK_MONOTONIC in ns).  An embedder may add clocks
+ * (aiol_loop_clock_get(), CLOCK_MONOTONIC in ns).  An embedder may add clocks
  * of its own (a guest's virtual clock, a fuzzer's fake clock) that tell the
  * time through a callback; the loop assumes such a clock does not run
  * faster than real time when it computes how long it may sleep.
@@ -59,7 +59,7 @@ typedef struct aiol_timer aiol_timer;
 typedef int64_t aiol_clock_now_fn(void *opaque);
 
 /** The loop's built-in CLOCK_MONOTONIC clock.  Owned by the loop. */
-aiol_clock *aiol_loop_clock(aiol_loop *loop);
+aiol_clock *aiol_loop_clock_get(aiol_loop *loop);
 
 /**
  * Adds a clock whose time is @p now(@p opaque).
@@ -78,7 +78,7 @@ int aiol_clock_new(aiol_loop *loop, aiol_clock_now_fn *now, void *opaque,
 void aiol_clock_free(aiol_clock *clock);
 
 /** The clock's current time in ns. */
-int64_t aiol_clock_get_ns(aiol_clock *clock);
+int64_t aiol_clock_time_get(aiol_clock *clock);
 
 /**
  * Creates a disarmed timer on @p clock that calls @p cb(@p opaque).
@@ -106,7 +106,7 @@ bool aiol_timer_is_armed(const aiol_timer *timer);
  * The deadline @p timer is armed for, or -1 if it is not armed (a timer
  * armed for -1 gives -1 too: aiol_timer_is_armed() tells them apart).
  */
-int64_t aiol_timer_expire_ns(const aiol_timer *timer);
+int64_t aiol_timer_deadline_get(const aiol_timer *timer);
 
 /**
  * Disarms and frees @p timer (also from its own callback).  NULL is a

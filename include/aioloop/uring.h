@@ -23,7 +23,7 @@
  * bound to the first thread that polls the loop; requests must complete
  * there.  Another thread may poll or free the loop only once no request
  * is in flight (the ring then moves to a shared mode); otherwise the loop
- * aborts with a message.  aiol_loop_get_fd() with requests in flight keeps
+ * aborts with a message.  aiol_loop_fd_get() with requests in flight keeps
  * the ring bound when called on its thread, and returns -EBUSY on another.
  * An iothread finishes its requests on its own thread when it stops.
  */
@@ -103,7 +103,7 @@ int aiol_uring_flush(aiol_loop *loop);
 int aiol_uring_drain(aiol_loop *loop);
 
 /** Number of requests submitted whose completion callback has not run. */
-unsigned aiol_uring_pending(aiol_loop *loop);
+unsigned aiol_uring_pending_get(aiol_loop *loop);
 
 #pragma GCC visibility pop
 

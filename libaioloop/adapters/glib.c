@@ -133,10 +133,10 @@ GSource *aiol_glib_source_new(aiol_loop *loop)
     return src;
 }
 
-aiol_loop *aiol_glib_source_loop(GSource *source)
+aiol_loop *aiol_glib_source_loop_get(GSource *source)
 {
     if (source == NULL || source->source_funcs != &aiol_gsource_funcs) {
-        g_error("aiol_glib_source_loop: not a source of "
+        g_error("aiol_glib_source_loop_get: not a source of "
                 "aiol_glib_source_new()");
     }
     return ((aiol_gsource *)source)->hp.loop;

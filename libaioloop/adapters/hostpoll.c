@@ -59,7 +59,7 @@ static bool set_loop_fd(aiol__hostpoll *hp)
     if (hp->ndirect < 0 && hp->loop_fd >= 0) {
         return false;
     }
-    fd = aiol_loop_get_fd(hp->loop);
+    fd = aiol_loop_fd_get(hp->loop);
     if (fd < 0) {
         fd = -1;
     }
@@ -88,7 +88,7 @@ bool aiol__hostpoll_prepare(aiol__hostpoll *hp, int64_t *timeout_ns)
     } else if (deadline == AIOL_DEADLINE_NONE) {
         *timeout_ns = -1;
     } else {
-        now = aiol_clock_get_ns(aiol_loop_clock(hp->loop));
+        now = aiol_clock_time_get(aiol_loop_clock_get(hp->loop));
         *timeout_ns = deadline <= now ? 0 : deadline - now;
     }
     return changed;

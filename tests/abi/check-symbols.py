@@ -3,12 +3,69 @@
 defines must be exactly the functions and extern data the public HEADERs
 declare (aiol_*,
 never an internal aiol__*), and every function those headers declare must
-be defined (or be static inline in the header).  Exit 1 with the list of
-what is wrong; used by the 'abi' tests for each installed shared library.
+be defined (or be static inline in the header).  Every function name
+follows the verb table of docs/abi.md (naming_errors() below).  Exit 1
+with the list of what is wrong; used by the 'abi' tests for each installed
+shared library.
 """
 import re
 import subprocess
 import sys
+
+
+# The verb table of docs/abi.md: a public function is
+# aiol_<noun>_<verb>[_<variant>], the verb one of these.
+VERBS = {
+    "new", "free",                       # an object's life
+    "set", "add", "remove",              # entries; set also attributes
+    "get",                               # read an attribute: always last
+    "is",                                # a predicate: <noun>_is_<state>
+    "schedule", "cancel", "mod",         # bottom halves, timers
+    "poll", "prepare", "check", "dispatch", "embed", "notify",
+    "attach", "detach",                  # a host loop's watchers
+    "submit", "flush", "drain",          # io_uring requests
+    "listen", "adopt", "disconnect",     # vhost-user connections
+    "pop", "push",                       # virtqueue elements
+    "begin", "commit", "abort",          # transactions
+}
+# Verbs with other spellings elsewhere, never used here.
+FORBIDDEN = {"create", "destroy", "delete", "del", "alloc", "release",
+             "init", "fini", "ref", "unref", "query", "fetch", "start",
+             "stop"}
+# What may follow "set": an ops struct, or waiting for the effect.
+SET_VARIANTS = {"ops", "wait"}
+# A whole verb phrase: the fork child's hook.
+PHRASES = {"after_fork"}
+
+
+def naming_errors(functions):
+    """Names that break the verb table, each with the reason."""
+    errors = []
+    for name in sorted(functions):
+        rest = name[len("aiol_"):]
+        if any(rest.endswith("_" + p) for p in PHRASES):
+            continue
+        words = rest.split("_")
+        bad = FORBIDDEN.intersection(words)
+        if bad:
+            errors.append("%s: uses %s (docs/abi.md)" % (name, ", ".join(bad)))
+            continue
+        if "is" in words[1:]:
+            i = words.index("is", 1)
+            if len(words) - i != 2:
+                errors.append("%s: a predicate is <noun>_is_<state>" % name)
+            continue
+        verbs = [i for i, w in enumerate(words) if i > 0 and w in VERBS]
+        if not verbs:
+            errors.append("%s: no verb of docs/abi.md's table" % name)
+            continue
+        v = verbs[-1]
+        after = words[v + 1:]
+        if words[v] == "get" and after:
+            errors.append("%s: an accessor is <noun>_<attribute>_get" % name)
+        elif words[v] == "set" and after and "_".join(after) not in SET_VARIANTS:
+            errors.append("%s: a setter is <noun>_<attribute>_set" % name)
+    return errors
 
 
 def declared(headers):
@@ -37,6 +94,17 @@ def declared(headers):
     return names - inline
 
 
+def data_names(headers):
+    """The extern data the headers declare: not functions, no verb."""
+    names = set()
+    for h in headers:
+        text = re.sub(r"/\*.*?\*/", "", open(h).read(), flags=re.S)
+        for m in re.finditer(r"\bextern\s+[^;(]*?\b(aiol_[a-z0-9_]+)\s*;",
+                             text):
+            names.add(m.group(1))
+    return names
+
+
 def exported(lib):
     out = subprocess.run(["nm", "-D", "--defined-only", lib],
                          capture_output=True, text=True, check=True).stdout
@@ -58,7 +126,8 @@ def main():
                    and s not in ("_init", "_fini", "_edata", "_end",
                                  "__bss_start"))
     missing = sorted(want - have)
-    ok = not leaked and not other and not missing
+    naming = naming_errors(want - data_names(headers))
+    ok = not leaked and not other and not missing and not naming
     print("%s: %d exported, %d declared%s" % (
         lib, len(ours), len(want), "" if ok else ": WRONG"))
     for what, names in (("exported but not in the public headers", leaked),
@@ -66,6 +135,8 @@ def main():
                         ("declared but not exported", missing)):
         if names:
             print("  %s (%d): %s" % (what, len(names), " ".join(names)))
+    for e in naming:
+        print("  name: " + e)
     return 0 if ok else 1
 
 

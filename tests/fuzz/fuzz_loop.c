@@ -324,7 +324,7 @@ static void bh_new(script sc, bool oneshot)
     o = &g.bobj[m->nbh];
     *o = (obj){ .kind = OBJ_BH, .id = m->nbh, .sc = sc };
     if (oneshot) {
-        CHECK(aiol_bh_oneshot(g.loop, on_bh, o) == 0);
+        CHECK(aiol_bh_schedule_oneshot(g.loop, on_bh, o) == 0);
     } else {
         CHECK(aiol_bh_new(g.loop, on_bh, o, &g.bhs[o->id]) == 0);
     }
@@ -360,7 +360,7 @@ static void bh_op(int op, int b)
         m_bh_cancel(&g.m, b);
         break;
     default:
-        aiol_bh_delete(g.bhs[b]);
+        aiol_bh_free(g.bhs[b]);
         m_bh_delete(&g.m, b);
         g.bhs[b] = NULL;
         break;
@@ -411,7 +411,7 @@ static void timer_op(int op, int t, uint8_t d)
         int64_t expire = g.m.now + (int64_t)d - 64; /* may be in the past */
         CHECK(aiol_timer_mod(g.timers[t], expire) == 0);
         m_timer_mod(&g.m, t, expire);
-        CHECK(aiol_timer_expire_ns(g.timers[t]) == expire);
+        CHECK(aiol_timer_deadline_get(g.timers[t]) == expire);
         break;
     }
     case OP_T_CANCEL:
@@ -440,7 +440,7 @@ static void poll_once(bool blocking)
     m_poll_enter(&g.m);
     if (blocking) {
         progress = aiol_loop_poll_deadline(g.loop,
-                                           aiol_clock_now_ns() + BLOCK_NS);
+                                           aiol_mono_time_get() + BLOCK_NS);
     } else {
         progress = aiol_loop_poll(g.loop, false);
     }
@@ -490,12 +490,12 @@ static void embed_once(void)
     }
     if (!direct) {
         n = 1;
-        p[0] = (struct pollfd){ .fd = aiol_loop_get_fd(g.loop),
+        p[0] = (struct pollfd){ .fd = aiol_loop_fd_get(g.loop),
                                 .events = POLLIN };
         CHECK(p[0].fd >= 0);
     }
     if (m_bh_due(&g.m)) {
-        CHECK(deadline <= aiol_clock_now_ns());
+        CHECK(deadline <= aiol_mono_time_get());
     }
     ready = host_poll(p, n, 0);
     if (m_any_ready(&g.m) && ready == 0 && !g.m.exact) {

@@ -27,7 +27,7 @@ int main(void)
     aiol_bh_schedule(bh);
     ev_run(EV_DEFAULT, 0);
     aiol_ev_detach(e);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     aiol_loop_free(loop);
     printf("aioloop-ev: ok\n");
     return 0;

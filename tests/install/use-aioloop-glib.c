@@ -27,7 +27,7 @@ int main(void)
     g_source_destroy(src);
     g_source_unref(src);
     g_main_loop_unref(ml);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     aiol_loop_free(loop);
     printf("aioloop-glib: ok\n");
     return 0;

@@ -27,17 +27,17 @@ int main(void)
         return 1;
     }
     snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/sock", dir);
-    if (aiol_vhost_dev_listen(aiol_vhost_blk_dev(blk), sa.sun_path) < 0 ||
+    if (aiol_vhost_dev_listen(aiol_vhost_blk_dev_get(blk), sa.sun_path) < 0 ||
         (c = socket(AF_UNIX, SOCK_STREAM, 0)) < 0 ||
         connect(c, (struct sockaddr *)&sa, sizeof(sa)) < 0) {
         return 1;
     }
-    for (int i = 0; i < 100 && !aiol_vhost_dev_connected(aiol_vhost_blk_dev(blk));
+    for (int i = 0; i < 100 && !aiol_vhost_dev_is_connected(aiol_vhost_blk_dev_get(blk));
          i++) {
         aiol_loop_poll(loop, false);
         usleep(1000);
     }
-    if (!aiol_vhost_dev_connected(aiol_vhost_blk_dev(blk))) {
+    if (!aiol_vhost_dev_is_connected(aiol_vhost_blk_dev_get(blk))) {
         return 1;
     }
     close(c);

@@ -28,19 +28,19 @@ int main(void)
     if (pipe(p) < 0 || aiol_loop_new(&loop, NULL) < 0 ||
         aiol_fd_set(loop, p[0], on_read, NULL, NULL, &p[0]) < 0 ||
         aiol_bh_new(loop, on_bh, NULL, &bh) < 0 ||
-        aiol_timer_new(aiol_loop_clock(loop), on_timer, NULL, &t) < 0) {
+        aiol_timer_new(aiol_loop_clock_get(loop), on_timer, NULL, &t) < 0) {
         return 1;
     }
     aiol_bh_schedule(bh);
-    aiol_timer_mod(t, aiol_clock_get_ns(aiol_loop_clock(loop)) + 1000000);
+    aiol_timer_mod(t, aiol_clock_time_get(aiol_loop_clock_get(loop)) + 1000000);
     (void)!write(p[1], "x", 1);
     while (reads == 0 || bhs == 0 || timers == 0) {
         aiol_loop_poll(loop, true);
     }
     aiol_timer_free(t);
-    aiol_bh_delete(bh);
+    aiol_bh_free(bh);
     aiol_fd_remove(loop, p[0]);
-    printf("aioloop (%s): ok\n", aiol_loop_backend(loop));
+    printf("aioloop (%s): ok\n", aiol_loop_fdmon_get(loop));
     aiol_loop_free(loop);
     return 0;
 }

@@ -124,7 +124,7 @@ class Loop(_speed.Core):
     def backend(self):
         """The fd monitor the loop runs on: "epoll", "io_uring" or "poll"."""
         self._open_check()
-        return ffi.string(lib.aiol_loop_backend(self._loop)).decode()
+        return ffi.string(lib.aiol_loop_fdmon_get(self._loop)).decode()
 
     @property
     def closed(self):
@@ -165,7 +165,7 @@ class Loop(_speed.Core):
 
     def time(self):
         """The loop's clock (CLOCK_MONOTONIC) in seconds."""
-        return lib.aiol_clock_now_ns() / _NS
+        return lib.aiol_mono_time_get() / _NS
 
     def _open_check(self):
         if self._loop is None:
@@ -290,10 +290,10 @@ class Loop(_speed.Core):
         """Adaptive busy polling, as QEMU's poll-max-ns/-grow/-shrink
         (0: double, reset).  max_ns 0 turns it off."""
         self._owner_check("set_poll_params")
-        rc = lib.aiol_loop_set_poll_params(self._loop, max_ns, grow, shrink)
+        rc = lib.aiol_loop_poll_params_set(self._loop, max_ns, grow, shrink)
         if rc == -_errno.EINVAL:
             raise ValueError("poll parameters must be >= 0")
-        _check(rc, "aiol_loop_set_poll_params")
+        _check(rc, "aiol_loop_poll_params_set")
 
     def stats(self):
         """libaioloop's counters (aiol_loop_stats) as a dict."""

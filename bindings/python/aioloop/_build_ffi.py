@@ -34,13 +34,13 @@ typedef struct aiol_loop_stats {
 
 int aiol_loop_new(aiol_loop **out, const char *backend);
 void aiol_loop_free(aiol_loop *loop);
-const char *aiol_loop_backend(const aiol_loop *loop);
+const char *aiol_loop_fdmon_get(const aiol_loop *loop);
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);
 void aiol_loop_notify(aiol_loop *loop);
-int aiol_loop_set_poll_params(aiol_loop *loop, int64_t max_ns, int64_t grow,
+int aiol_loop_poll_params_set(aiol_loop *loop, int64_t max_ns, int64_t grow,
                               int64_t shrink);
 void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out);
-int64_t aiol_clock_now_ns(void);
+int64_t aiol_mono_time_get(void);
 
 typedef struct aiol_fd_ops {
     aiol_handler_fn *read;
@@ -63,9 +63,9 @@ int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
                 aiol_bh **out);
 void aiol_bh_schedule(aiol_bh *bh);
 void aiol_bh_cancel(aiol_bh *bh);
-void aiol_bh_delete(aiol_bh *bh);
+void aiol_bh_free(aiol_bh *bh);
 
-aiol_clock *aiol_loop_clock(aiol_loop *loop);
+aiol_clock *aiol_loop_clock_get(aiol_loop *loop);
 int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
                    aiol_timer **out);
 int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns);

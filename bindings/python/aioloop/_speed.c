@@ -7,7 +7,7 @@
  * trip) and every poll() for a Python prologue plus a second GIL round
  * trip; uvloop pays for neither.  Here the GIL is held for the whole of
  * an iteration and released only while the loop sleeps, through
- * aiol_loop_set_block_hooks(), and the callbacks are called with the
+ * aiol_loop_block_hooks_set(), and the callbacks are called with the
  * vectorcall protocol.  cffi still carries the rest of the API
  * (__init__.py).
  *
@@ -412,7 +412,7 @@ static int64_t poll_deadline(PyObject *blocking, PyObject *timeout)
     if (t >= (double)(AIOL_DEADLINE_NONE / 2)) {
         return AIOL_DEADLINE_NONE - 1;
     }
-    return aiol_clock_now_ns() + (int64_t)t;
+    return aiol_mono_time_get() + (int64_t)t;
 }
 
 static PyObject *raise_first_error(Core *c)
@@ -499,13 +499,13 @@ static PyObject *core_attach(Core *c, PyObject *args)
     c->sig_fd = sig_fd;
     rc = aiol_fd_set_ops(loop, sig_fd, &sig_ops, c);
     if (rc < 0) {
-        aiol_bh_delete(c->bh);
+        aiol_bh_free(c->bh);
         c->bh = NULL;
         return aiol__py_raise_errno(-rc, "aiol_fd_set_ops");
     }
-    aiol_loop_set_block_hooks(loop, core_before_block, core_after_block, c);
+    aiol_loop_block_hooks_set(loop, core_before_block, core_after_block, c);
     c->loop = loop;
-    c->clock = aiol_loop_clock(loop);
+    c->clock = aiol_loop_clock_get(loop);
     c->owner = PyThread_get_thread_ident();
     Py_INCREF(errs);
     Py_XSETREF(c->errs, errs);
@@ -544,10 +544,10 @@ static PyObject *core_detach(Core *c, PyObject *unused)
         return NULL;
     }
     ring_clear(c);
-    aiol_bh_delete(c->bh);
+    aiol_bh_free(c->bh);
     c->bh = NULL;
     aiol_fd_remove(c->loop, c->sig_fd);
-    aiol_loop_set_block_hooks(c->loop, NULL, NULL, NULL);
+    aiol_loop_block_hooks_set(c->loop, NULL, NULL, NULL);
     c->loop = NULL;
     c->clock = NULL;
     Py_CLEAR(c->on_block);

@@ -147,7 +147,7 @@ static int setup(fz *f, int backend)
         return -1;
     }
     f->sock = sv[0];
-    return aiol_vhost_dev_adopt(aiol_vhost_blk_dev(f->blk), sv[1]);
+    return aiol_vhost_dev_adopt(aiol_vhost_blk_dev_get(f->blk), sv[1]);
 }
 
 static void teardown(fz *f)
@@ -161,13 +161,13 @@ static void teardown(fz *f)
             aiol_vhost_blk_stats b;
             aiol_vhost_stats d;
 
-            aiol_vhost_blk_get_stats(f->blk, &b);
-            aiol_vhost_dev_get_stats(aiol_vhost_blk_dev(f->blk), &d);
+            aiol_vhost_blk_stats_get(f->blk, &b);
+            aiol_vhost_dev_stats_get(aiol_vhost_blk_dev_get(f->blk), &d);
             fprintf(stderr, "fuzz-vhost [%s]: %llu messages, %llu reads, "
                     "%llu writes, %llu flushes, %llu get-ids, %llu discards,"
                     " %llu unsupported, %llu I/O errors, %llu on the ring; "
                     "dropped %llu (malformed %llu): %s\n",
-                    aiol_loop_backend(f->loop),
+                    aiol_loop_fdmon_get(f->loop),
                     (unsigned long long)d.messages,
                     (unsigned long long)b.reads, (unsigned long long)b.writes,
                     (unsigned long long)b.flushes,
@@ -177,7 +177,7 @@ static void teardown(fz *f)
                     (unsigned long long)b.on_ring,
                     (unsigned long long)d.drops,
                     (unsigned long long)d.malformed,
-                    aiol_vhost_dev_last_error(aiol_vhost_blk_dev(f->blk)));
+                    aiol_vhost_dev_last_error_get(aiol_vhost_blk_dev_get(f->blk)));
         }
         aiol_vhost_blk_free(f->blk);
     }
@@ -207,7 +207,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         size_t at = 1;
 
         while (at + 3 <= size &&
-               aiol_vhost_dev_connected(aiol_vhost_blk_dev(f.blk))) {
+               aiol_vhost_dev_is_connected(aiol_vhost_blk_dev_get(f.blk))) {
             uint8_t ctl = data[at];
             size_t len = (size_t)data[at + 1] | (size_t)data[at + 2] << 8;
 

@@ -246,7 +246,7 @@ void aiol__vblk_finish(blk_req *r, uint8_t status)
     }
     if (r != &b->sync_req) {
         /* a completion from the ring: notify with the rest of its batch */
-        b->notify_due |= 1ull << aiol_vhost_vq_index(r->vq);
+        b->notify_due |= 1ull << aiol_vhost_vq_index_get(r->vq);
         aiol_bh_schedule(b->notify_bh);
         r->next_free = b->free_reqs;
         b->free_reqs = r;
@@ -262,7 +262,7 @@ static void notify_due(void *opaque)
         unsigned q = (unsigned)__builtin_ctzll(b->notify_due);
 
         b->notify_due &= b->notify_due - 1;
-        aiol_vhost_vq_notify(aiol_vhost_dev_vq(b->dev, q));
+        aiol_vhost_vq_notify(aiol_vhost_dev_vq_get(b->dev, q));
     }
 }
 
@@ -430,12 +430,12 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
         memcpy(b->serial, id, strnlen(id, ID_LEN)); /* (zero-padded) */
     }
     b->loop = loop;
-    b->uring = strcmp(aiol_loop_backend(loop), "io_uring") == 0;
+    b->uring = strcmp(aiol_loop_fdmon_get(loop), "io_uring") == 0;
     r = aiol_bh_new(loop, notify_due, b, &b->notify_bh);
     if (r == 0) {
         r = aiol_vhost_dev_new(loop, &blk_ops, b, opts->num_queues, &b->dev);
         if (r < 0) {
-            aiol_bh_delete(b->notify_bh);
+            aiol_bh_free(b->notify_bh);
         }
     }
     if (r < 0) {
@@ -447,13 +447,13 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
     return 0;
 }
 
-aiol_vhost_dev *aiol_vhost_blk_dev(aiol_vhost_blk *blk)
+aiol_vhost_dev *aiol_vhost_blk_dev_get(aiol_vhost_blk *blk)
 {
     aiol__vhost_check(blk != NULL, "NULL device");
     return blk->dev;
 }
 
-void aiol_vhost_blk_get_stats(const aiol_vhost_blk *blk,
+void aiol_vhost_blk_stats_get(const aiol_vhost_blk *blk,
                               aiol_vhost_blk_stats *out)
 {
     aiol__vhost_check(blk != NULL && out != NULL, "NULL argument");
@@ -467,7 +467,7 @@ void aiol_vhost_blk_free(aiol_vhost_blk *blk)
     }
     aiol_vhost_dev_free(blk->dev); /* (its queues stop: drained) */
     aiol__vhost_check(blk->inflight == 0, "requests outlive the device");
-    aiol_bh_delete(blk->notify_bh);
+    aiol_bh_free(blk->notify_bh);
     while (blk->free_reqs != NULL) {
         blk_req *r = blk->free_reqs;
 

@@ -309,7 +309,7 @@ static int set_vring_enable(aiol_vhost_dev *dev)
     if (num > 1) {
         return refuse(dev, -EINVAL, "SET_VRING_ENABLE: not 0 or 1");
     }
-    was = aiol_vhost_vq_running(vq);
+    was = aiol_vhost_vq_is_running(vq);
     vq->enabled = num == 1;
     aiol__vhost_vq_kick_if_running(vq, was);
     return 0;

@@ -346,39 +346,39 @@ void aiol_vhost_dev_disconnect(aiol_vhost_dev *dev)
     aiol__vhost_drop(dev, false, "disconnected by the device");
 }
 
-bool aiol_vhost_dev_connected(const aiol_vhost_dev *dev)
+bool aiol_vhost_dev_is_connected(const aiol_vhost_dev *dev)
 {
     aiol__vhost_check(dev != NULL, "NULL device");
     return dev->conn_fd >= 0;
 }
 
-uint64_t aiol_vhost_dev_features(const aiol_vhost_dev *dev)
+uint64_t aiol_vhost_dev_features_get(const aiol_vhost_dev *dev)
 {
     aiol__vhost_check(dev != NULL, "NULL device");
     return dev->features;
 }
 
-uint64_t aiol_vhost_dev_protocol_features(const aiol_vhost_dev *dev)
+uint64_t aiol_vhost_dev_protocol_features_get(const aiol_vhost_dev *dev)
 {
     aiol__vhost_check(dev != NULL, "NULL device");
     return dev->protocol;
 }
 
-aiol_vhost_vq *aiol_vhost_dev_vq(aiol_vhost_dev *dev, unsigned index)
+aiol_vhost_vq *aiol_vhost_dev_vq_get(aiol_vhost_dev *dev, unsigned index)
 {
     aiol__vhost_check(dev != NULL, "NULL device");
     aiol__vhost_check(index < dev->num_queues, "queue index out of range");
     return &dev->vqs[index];
 }
 
-void aiol_vhost_dev_get_stats(const aiol_vhost_dev *dev,
+void aiol_vhost_dev_stats_get(const aiol_vhost_dev *dev,
                               aiol_vhost_stats *out)
 {
     aiol__vhost_check(dev != NULL && out != NULL, "NULL argument");
     *out = dev->st;
 }
 
-const char *aiol_vhost_dev_last_error(const aiol_vhost_dev *dev)
+const char *aiol_vhost_dev_last_error_get(const aiol_vhost_dev *dev)
 {
     aiol__vhost_check(dev != NULL, "NULL device");
     return dev->err;

@@ -422,31 +422,31 @@ bool aiol_vhost_vq_notify(aiol_vhost_vq *vq)
     return true;
 }
 
-unsigned aiol_vhost_vq_index(const aiol_vhost_vq *vq)
+unsigned aiol_vhost_vq_index_get(const aiol_vhost_vq *vq)
 {
     aiol__vhost_check(vq != NULL, "NULL queue");
     return vq->index;
 }
 
-unsigned aiol_vhost_vq_size(const aiol_vhost_vq *vq)
+unsigned aiol_vhost_vq_size_get(const aiol_vhost_vq *vq)
 {
     aiol__vhost_check(vq != NULL, "NULL queue");
     return vq->num;
 }
 
-bool aiol_vhost_vq_running(const aiol_vhost_vq *vq)
+bool aiol_vhost_vq_is_running(const aiol_vhost_vq *vq)
 {
     aiol__vhost_check(vq != NULL, "NULL queue");
     return running(vq);
 }
 
-bool aiol_vhost_vq_broken(const aiol_vhost_vq *vq)
+bool aiol_vhost_vq_is_broken(const aiol_vhost_vq *vq)
 {
     aiol__vhost_check(vq != NULL, "NULL queue");
     return vq->broken;
 }
 
-void aiol_vhost_vq_get_stats(const aiol_vhost_vq *vq,
+void aiol_vhost_vq_stats_get(const aiol_vhost_vq *vq,
                              aiol_vhost_vq_stats *out)
 {
     aiol__vhost_check(vq != NULL && out != NULL, "NULL argument");

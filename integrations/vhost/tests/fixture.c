@@ -113,10 +113,10 @@ void fx_assert_serves_next(fx *t)
 {
     vfe_close(&t->f);
     vfe_pump(&t->f, 20);
-    assert_false(aiol_vhost_dev_connected(t->dev));
+    assert_false(aiol_vhost_dev_is_connected(t->dev));
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     assert_int_equal(fx_request(t, 0, false), 0);
-    assert_true(aiol_vhost_dev_connected(t->dev));
+    assert_true(aiol_vhost_dev_is_connected(t->dev));
 }
 
 int fx_nfds_open(void)

@@ -52,7 +52,7 @@ static void bt_start(bt *t, bool read_only)
     assert_int_equal(ftruncate(t->fd, IMG_SECTORS * 512 + 100), 0);
     assert_int_equal(aiol_loop_new(&t->loop, NULL), 0);
     assert_int_equal(aiol_vhost_blk_new(t->loop, t->fd, &o, &t->blk), 0);
-    assert_int_equal(aiol_vhost_dev_listen(aiol_vhost_blk_dev(t->blk),
+    assert_int_equal(aiol_vhost_dev_listen(aiol_vhost_blk_dev_get(t->blk),
                                            t->path), 0);
     assert_int_equal(vfe_connect(&t->f, t->path, bt_pump, t), 0);
     assert_int_equal(vfe_negotiate(&t->f, FX_ALL_FEATURES, FX_ALL_PROTOCOL),
@@ -109,14 +109,14 @@ static void test_blk_write_read_round_trip(void **state)
                          1, 16, &used), VIRTIO_BLK_S_OK);
     assert_int_equal(req(&t, VIRTIO_BLK_T_FLUSH, 0, NULL, 0, false, 1, 16,
                          &used), VIRTIO_BLK_S_OK);
-    aiol_vhost_blk_get_stats(t.blk, &st);
+    aiol_vhost_blk_stats_get(t.blk, &st);
     assert_int_equal(st.writes, 1);
     assert_int_equal(st.reads, 2);
     assert_int_equal(st.flushes, 1);
     assert_int_equal(st.ioerr + st.unsupp, 0);
     /* on io_uring all four ran on the loop's ring, else none */
     assert_int_equal(st.on_ring,
-                     strcmp(aiol_loop_backend(t.loop), "io_uring") ? 0 : 4);
+                     strcmp(aiol_loop_fdmon_get(t.loop), "io_uring") ? 0 : 4);
     bt_stop(&t);
 }
 
@@ -200,13 +200,13 @@ static void test_blk_bad_requests_get_a_status(void **state)
         assert_int_equal(req(&t, VIRTIO_BLK_T_DISCARD, 0, d, sizeof(d),
                              false, 1, 16, &used), VIRTIO_BLK_S_IOERR);
     }
-    aiol_vhost_blk_get_stats(t.blk, &st);
+    aiol_vhost_blk_stats_get(t.blk, &st);
     assert_int_equal(st.ioerr, 7);
     assert_int_equal(st.unsupp, 1);
     /* and the device goes on serving */
     assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 1, buf, 512, false, 1, 16,
                          &used), VIRTIO_BLK_S_OK);
-    assert_true(aiol_vhost_dev_connected(aiol_vhost_blk_dev(t.blk)));
+    assert_true(aiol_vhost_dev_is_connected(aiol_vhost_blk_dev_get(t.blk)));
     bt_stop(&t);
 }
 
@@ -262,7 +262,7 @@ static void assert_writes_done(bt *t, uint8_t (*w)[512],
         assert_int_equal(pread(t->fd, got, 512, (20 + i) * 512), 512);
         assert_memory_equal(got, w[i], 512);
     }
-    aiol_vhost_blk_get_stats(t->blk, &st);
+    aiol_vhost_blk_stats_get(t->blk, &st);
     assert_int_equal(st.writes, NFLIGHT);
 }
 
@@ -283,7 +283,7 @@ static void in_flight_at(int what)
     bt t;
 
     bt_start(&t, false);
-    dev = aiol_vhost_blk_dev(t.blk);
+    dev = aiol_vhost_blk_dev_get(t.blk);
     writes_in_flight(&t, w, p);
     switch (what) {
     case AT_STOP:
@@ -295,11 +295,11 @@ static void in_flight_at(int what)
     case AT_DISCONNECT:
         vfe_close(&t.f); /* (its memory goes; the device's maps stay until
                             it has stopped the rings) */
-        for (int i = 0; i < 1000 && aiol_vhost_dev_connected(dev); i++) {
+        for (int i = 0; i < 1000 && aiol_vhost_dev_is_connected(dev); i++) {
             aiol_loop_poll(t.loop, false);
             usleep(100);
         }
-        assert_false(aiol_vhost_dev_connected(dev));
+        assert_false(aiol_vhost_dev_is_connected(dev));
         assert_writes_done(&t, w, NULL);
         bt_stop(&t);
         return;

@@ -47,7 +47,7 @@ static int session(fx *t, void *arg)
         (r = fx_request(t, 2, true)) < 0) {
         return r;
     }
-    aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 2), &st);
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 2), &st);
     if (st.skipped == 0) {
         return -EBADMSG;
     }
@@ -72,7 +72,7 @@ static long sessions(fx *t, session_fn *fn, void *arg, int *tries,
     while (fn(t, arg) < 0) {
         vfe_close(&t->f);
         vfe_pump(&t->f, 10);
-        assert_false(aiol_vhost_dev_connected(t->dev));
+        assert_false(aiol_vhost_dev_is_connected(t->dev));
         (*retried)++;
         assert_true(++*tries < 3);
     }
@@ -212,7 +212,7 @@ static void test_blk_alloc_sweep(void **state)
             assert_int_equal(r, -ENOMEM);
             assert_true(++tries < 3);
         }
-        t.dev = aiol_vhost_blk_dev(blk);
+        t.dev = aiol_vhost_blk_dev_get(blk);
         while ((r = aiol_vhost_dev_listen(t.dev, t.path)) < 0) {
             assert_int_equal(r, -ENOMEM);
             assert_true(++tries < 3);

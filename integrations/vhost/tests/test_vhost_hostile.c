@@ -57,10 +57,10 @@ static void assert_dropped(fx *t, const char *why)
     aiol_vhost_stats st;
 
     assert_true(vfe_dropped(&t->f));
-    assert_false(aiol_vhost_dev_connected(t->dev));
-    aiol_vhost_dev_get_stats(t->dev, &st);
+    assert_false(aiol_vhost_dev_is_connected(t->dev));
+    aiol_vhost_dev_stats_get(t->dev, &st);
     assert_int_equal(st.malformed, 1);
-    assert_non_null(strstr(aiol_vhost_dev_last_error(t->dev), why));
+    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev), why));
     fx_assert_serves_next(t);
 }
 
@@ -79,7 +79,7 @@ static void test_short_header(void **state)
     assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_send_raw(&t->f, h, 6, NULL, 0), 0);
     vfe_pump(&t->f, 10);
-    assert_true(aiol_vhost_dev_connected(t->dev)); /* waits for the rest */
+    assert_true(aiol_vhost_dev_is_connected(t->dev)); /* waits for the rest */
     shutdown(t->f.sock, SHUT_WR);
     assert_dropped(t, "mid-message");
 }
@@ -200,14 +200,14 @@ static void test_region_overlap(void **state)
     /* With need_reply: refused with a failure ack, still connected. */
     assert_int_equal(send_edited_table(t, 0x1000, saved.size, saved.off,
                                        true), -EINVAL);
-    assert_non_null(strstr(aiol_vhost_dev_last_error(t->dev), "overlap"));
+    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev), "overlap"));
     assert_int_equal(send_edited_table(t, UINT64_MAX - 0xfff, saved.size,
                                        saved.off, true), -EINVAL);
-    assert_non_null(strstr(aiol_vhost_dev_last_error(t->dev), "overflow"));
+    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev), "overflow"));
     assert_int_equal(send_edited_table(t, saved.gpa, saved.size,
                                        saved.off + 4096, true), -EINVAL);
-    assert_non_null(strstr(aiol_vhost_dev_last_error(t->dev), "large"));
-    assert_true(aiol_vhost_dev_connected(t->dev));
+    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev), "large"));
+    assert_true(aiol_vhost_dev_is_connected(t->dev));
     /* Without: dropped. */
     assert_int_equal(send_edited_table(t, 0x1000, saved.size, saved.off,
                                        false), 0);
@@ -299,15 +299,15 @@ static void test_unknown_request(void **state)
 
 static void assert_broken(fx *t, const char *why)
 {
-    aiol_vhost_vq *vq = aiol_vhost_dev_vq(t->dev, 0);
+    aiol_vhost_vq *vq = aiol_vhost_dev_vq_get(t->dev, 0);
 
     vfe_vq_kick(&t->f, 0);
     assert_int_equal(vfe_vq_used_pending(&t->f, 0), 0);
-    assert_true(aiol_vhost_vq_broken(vq));
+    assert_true(aiol_vhost_vq_is_broken(vq));
     assert_int_equal(t->toy.last_err, -EIO);
     assert_int_equal(vfe_vq_errs(&t->f, 0), 1);
-    assert_non_null(strstr(aiol_vhost_dev_last_error(t->dev), why));
-    assert_true(aiol_vhost_dev_connected(t->dev));
+    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev), why));
+    assert_true(aiol_vhost_dev_is_connected(t->dev));
     /* Other rings of the connection still work... */
     assert_int_equal(vfe_vq_setup(&t->f, 1, 8, false), 0);
     assert_int_equal(fx_request(t, 1, false), 0);
@@ -315,7 +315,7 @@ static void assert_broken(fx *t, const char *why)
     assert_true(vfe_vq_stop(&t->f, 0) >= 0);
     assert_int_equal(vfe_vq_setup(&t->f, 0, FX_RING, false), 0);
     vfe_pump(&t->f, 5);
-    assert_false(aiol_vhost_vq_broken(vq));
+    assert_false(aiol_vhost_vq_is_broken(vq));
     assert_int_equal(fx_request(t, 0, true), 0);
     /* ...and so does the next frontend. */
     fx_assert_serves_next(t);
@@ -421,8 +421,8 @@ static void test_indirect_not_negotiated(void **state)
     vfe_vq_add(&t->f, 0, &b, 1, true);
     vfe_vq_kick(&t->f, 0);
     assert_int_equal(vfe_vq_used_pending(&t->f, 0), 0);
-    assert_true(aiol_vhost_vq_broken(aiol_vhost_dev_vq(t->dev, 0)));
-    assert_non_null(strstr(aiol_vhost_dev_last_error(t->dev),
+    assert_true(aiol_vhost_vq_is_broken(aiol_vhost_dev_vq_get(t->dev, 0)));
+    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev),
                            "not negotiated"));
 }
 
@@ -484,7 +484,7 @@ static void test_chain_too_many_segments(void **state)
     vfe_vq_kick(&t->f, 0);
     assert_int_equal(vfe_vq_used_pending(&t->f, 0), 0);
     assert_int_equal(t->toy.last_err, -ENOBUFS);
-    assert_false(aiol_vhost_vq_broken(aiol_vhost_dev_vq(t->dev, 0)));
+    assert_false(aiol_vhost_vq_is_broken(aiol_vhost_dev_vq_get(t->dev, 0)));
 }
 
 static void test_write_then_read(void **state)

@@ -53,17 +53,17 @@ static void test_negotiate(void **state)
     assert_int_equal(v, BIT(AIOL_VHOST_PROTOCOL_F_MQ) |
                         BIT(AIOL_VHOST_PROTOCOL_F_REPLY_ACK) |
                         BIT(AIOL_VHOST_PROTOCOL_F_CONFIG));
-    assert_true(aiol_vhost_dev_connected(t->dev));
+    assert_true(aiol_vhost_dev_is_connected(t->dev));
     vfe_close(f);
     assert_int_equal(vfe_connect(f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_negotiate(f, BIT(AIOL_VHOST_F_VERSION_1) |
                                    BIT(AIOL_VHOST_F_PROTOCOL_FEATURES),
                                    BIT(AIOL_VHOST_PROTOCOL_F_MQ)), 0);
     vfe_pump(f, 5);
-    assert_int_equal(aiol_vhost_dev_features(t->dev),
+    assert_int_equal(aiol_vhost_dev_features_get(t->dev),
                      BIT(AIOL_VHOST_F_VERSION_1) |
                      BIT(AIOL_VHOST_F_PROTOCOL_FEATURES));
-    assert_int_equal(aiol_vhost_dev_protocol_features(t->dev),
+    assert_int_equal(aiol_vhost_dev_protocol_features_get(t->dev),
                      BIT(AIOL_VHOST_PROTOCOL_F_MQ));
     /* MQ: the queue count. */
     assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_QUEUE_NUM, &v), 0);
@@ -94,7 +94,7 @@ static void test_reply_ack(void **state)
     assert_int_equal(vfe_set_u64(f, AIOL_VHOST_SET_FEATURES, BIT(45), true),
                      -EINVAL);
     assert_int_equal(vfe_set_mem_table(f, true), 0);
-    aiol_vhost_dev_get_stats(t->dev, &st);
+    aiol_vhost_dev_stats_get(t->dev, &st);
     assert_int_equal(st.nacks, 4);
     assert_int_equal(st.drops, 0);
     assert_int_equal(fx_request(t, 0, false), 0);
@@ -149,7 +149,7 @@ static void test_direct_two_regions(void **state)
         assert_int_equal(fx_request(t, 0, false), 0);
         assert_int_equal(vfe_vq_calls(&t->f, 0), 1);
     }
-    aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 0), &st);
     assert_int_equal(st.popped, 3 * FX_RING);
     assert_int_equal(st.calls, 3 * FX_RING);
     assert_int_equal(t->toy.handled, 3 * FX_RING);
@@ -197,14 +197,14 @@ static void test_event_idx(void **state)
     assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 0);
-    aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 0), &st);
     assert_int_equal(st.suppressed, 2);
     /* used_event = 3: signal when used idx passes 3 -> 4. */
     vfe_vq_set_used_event(f, 0, 3);
     assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 1);
     assert_int_equal(vfe_vq_avail_event(f, 0), 4);
-    aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 0), &st);
     assert_int_equal(st.calls, 2);
 }
 
@@ -221,7 +221,7 @@ static void test_no_interrupt(void **state)
     vfe_vq_no_interrupt(f, 0, false);
     assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_calls(f, 0), 1);
-    aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 0), &st);
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 0), &st);
     assert_int_equal(st.suppressed, 1);
     assert_int_equal(st.calls, 1);
 }
@@ -239,7 +239,7 @@ static void test_call_nofd(void **state)
     for (int i = 0; i < 3; i++) {
         assert_int_equal(fx_request(t, 2, false), 0);
     }
-    aiol_vhost_vq_get_stats(aiol_vhost_dev_vq(t->dev, 2), &st);
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 2), &st);
     assert_int_equal(st.skipped, 3);
     assert_int_equal(st.calls, 0);
     assert_int_equal(st.popped, 3);
@@ -254,13 +254,13 @@ static void test_get_vring_base(void **state)
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(fx_request(t, 0, true), 0);
-    assert_true(aiol_vhost_vq_running(aiol_vhost_dev_vq(t->dev, 0)));
+    assert_true(aiol_vhost_vq_is_running(aiol_vhost_dev_vq_get(t->dev, 0)));
     assert_int_equal(vfe_send(f, AIOL_VHOST_GET_VRING_BASE, 0, s, 8, NULL, 0),
                      0);
     assert_int_equal(vfe_recv(f, AIOL_VHOST_GET_VRING_BASE, s, 8), 8);
     assert_int_equal(s[0], 0);
     assert_int_equal(s[1], 2);
-    assert_false(aiol_vhost_vq_running(aiol_vhost_dev_vq(t->dev, 0)));
+    assert_false(aiol_vhost_vq_is_running(aiol_vhost_dev_vq_get(t->dev, 0)));
     assert_int_equal(t->toy.stops, 1);
     /* A chain added now is not served: the ring is stopped. */
     {
@@ -284,9 +284,9 @@ static void test_reconnect(void **state)
         assert_int_equal(fx_request(t, 0, i == 1), 0);
         vfe_close(&t->f);
         vfe_pump(&t->f, 10);
-        assert_false(aiol_vhost_dev_connected(t->dev));
+        assert_false(aiol_vhost_dev_is_connected(t->dev));
     }
-    aiol_vhost_dev_get_stats(t->dev, &st);
+    aiol_vhost_dev_stats_get(t->dev, &st);
     assert_int_equal(st.accepts, 3);
     assert_int_equal(st.drops, 3);
     assert_int_equal(st.malformed, 0);
@@ -302,7 +302,7 @@ static void test_reconnect(void **state)
         assert_true(vfe_dropped(&g));
         vfe_close(&g);
         assert_int_equal(fx_request(t, 0, false), 0);
-        aiol_vhost_dev_get_stats(t->dev, &st);
+        aiol_vhost_dev_stats_get(t->dev, &st);
         assert_int_equal(st.refused, 1);
         assert_int_equal(st.accepts, 4);
     }
@@ -328,7 +328,7 @@ static void test_vring_enable(void **state)
     vfe_vq_add(f, 0, &b, 1, false);
     vfe_vq_kick(f, 0);
     assert_int_equal(vfe_vq_used_pending(f, 0), 0);
-    assert_false(aiol_vhost_vq_running(aiol_vhost_dev_vq(t->dev, 0)));
+    assert_false(aiol_vhost_vq_is_running(aiol_vhost_dev_vq_get(t->dev, 0)));
     /* Enabling serves what was kicked meanwhile. */
     assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_ENABLE, 0, 1,
                                      true), 0);
@@ -346,9 +346,9 @@ static void test_reset_owner(void **state)
     assert_int_equal(vfe_send(f, AIOL_VHOST_RESET_OWNER, 0, NULL, 0, NULL, 0),
                      0);
     vfe_pump(f, 5);
-    assert_int_equal(aiol_vhost_dev_features(t->dev), 0);
-    assert_false(aiol_vhost_vq_running(aiol_vhost_dev_vq(t->dev, 0)));
-    assert_int_equal(aiol_vhost_vq_size(aiol_vhost_dev_vq(t->dev, 0)), 0);
+    assert_int_equal(aiol_vhost_dev_features_get(t->dev), 0);
+    assert_false(aiol_vhost_vq_is_running(aiol_vhost_dev_vq_get(t->dev, 0)));
+    assert_int_equal(aiol_vhost_vq_size_get(aiol_vhost_dev_vq_get(t->dev, 0)), 0);
     /* The same connection sets everything up again. */
     f->reg[0].brk = f->reg[1].brk = 0;
     assert_int_equal(vfe_negotiate(f, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
@@ -395,13 +395,13 @@ static void expect_abort(fx *t, int what)
 
         switch (what) {
         case 0:
-            aiol_vhost_dev_vq(t->dev, FX_QUEUES);
+            aiol_vhost_dev_vq_get(t->dev, FX_QUEUES);
             break;
         case 1:
-            aiol_vhost_vq_push(aiol_vhost_dev_vq(t->dev, 0), &e, 1);
+            aiol_vhost_vq_push(aiol_vhost_dev_vq_get(t->dev, 0), &e, 1);
             break;
         default:
-            aiol_vhost_dev_vq(NULL, 0);
+            aiol_vhost_dev_vq_get(NULL, 0);
             break;
         }
         _exit(0);

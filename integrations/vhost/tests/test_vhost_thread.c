@@ -90,15 +90,15 @@ static void test_backend_thread(void **state)
     aiol_loop_notify(t.loop);
     assert_int_equal(pthread_join(th, NULL), 0);
 
-    aiol_vhost_dev_get_stats(t.dev, &st);
+    aiol_vhost_dev_stats_get(t.dev, &st);
     assert_int_equal(t.toy.handled, n);
     assert_int_equal(st.accepts, 4);
     assert_int_equal(st.malformed, 0);
-    assert_true(aiol_vhost_dev_connected(t.dev));
+    assert_true(aiol_vhost_dev_is_connected(t.dev));
     vfe_close(&t.f);
     t.f.pump = fx_pump;
     vfe_pump(&t.f, 10);
-    assert_false(aiol_vhost_dev_connected(t.dev));
+    assert_false(aiol_vhost_dev_is_connected(t.dev));
     fx_fini(&t);
 }
 

@@ -160,30 +160,30 @@ int main(int argc, char **argv)
         r = aiol_vhost_blk_new(d.loop, fd, &o, &d.blk);
     }
     if (r == 0) {
-        r = aiol_vhost_dev_listen(aiol_vhost_blk_dev(d.blk), sock);
+        r = aiol_vhost_dev_listen(aiol_vhost_blk_dev_get(d.blk), sock);
     }
     if (r < 0) {
         fprintf(stderr, "aioloop-vhost-blk: %s: %s\n", sock, strerror(-r));
         return 3;
     }
-    dev = aiol_vhost_blk_dev(d.blk);
+    dev = aiol_vhost_blk_dev_get(d.blk);
     printf("aioloop-vhost-blk: listening on %s (%u queues%s, %s)\n", sock,
            o.num_queues, o.read_only ? ", read-only" : "",
-           aiol_loop_backend(d.loop));
+           aiol_loop_fdmon_get(d.loop));
     fflush(stdout);
 
     /* Serve until a signal, or until the frontend that came goes. */
     while (d.signo == 0) {
         aiol_loop_poll(d.loop, true);
-        if (aiol_vhost_dev_connected(dev)) {
+        if (aiol_vhost_dev_is_connected(dev)) {
             was_connected = true;
         } else if (was_connected) {
             break;
         }
     }
 
-    aiol_vhost_dev_get_stats(dev, &ds);
-    aiol_vhost_blk_get_stats(d.blk, &bs);
+    aiol_vhost_dev_stats_get(dev, &ds);
+    aiol_vhost_blk_stats_get(d.blk, &bs);
     /* Disconnects and drains: nothing is in flight after this. */
     aiol_vhost_blk_free(d.blk);
     if (!o.read_only && fdatasync(fd) < 0) {

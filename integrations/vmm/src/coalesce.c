@@ -211,7 +211,7 @@ void aiol_vmm_msi_coalescer_free(aiol_vmm_msi_coalescer *c)
     (void)take_queue(c, &dones);
     pthread_mutex_unlock(&c->lock);
     run_dones(dones, NULL, -ECANCELED);
-    aiol_bh_delete(c->bh);
+    aiol_bh_free(c->bh);
     pthread_mutex_destroy(&c->lock);
     free_arrays(c);
 }

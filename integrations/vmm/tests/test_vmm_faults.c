@@ -169,7 +169,7 @@ static void workload(void)
                                        &seq));
     }
     for (int i = 0; i < 400 && W.dones < NQ; i++) {
-        aiol_loop_poll_deadline(W.loop, aiol_clock_now_ns() + 5000000);
+        aiol_loop_poll_deadline(W.loop, aiol_mono_time_get() + 5000000);
     }
 }
 
@@ -187,7 +187,7 @@ static void workload_check(bool ioctl_sweep)
         if (all) {
             break;
         }
-        aiol_loop_poll_deadline(W.loop, aiol_clock_now_ns() + 5000000);
+        aiol_loop_poll_deadline(W.loop, aiol_mono_time_get() + 5000000);
     }
     for (int i = 0; i < NQ; i++) {
         assert_int_equal(W.kicks[i], 1);

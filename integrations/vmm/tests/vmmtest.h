@@ -53,7 +53,7 @@ static inline void vt_poll_until(aiol_loop *l, const volatile int *flag,
                                  int want)
 {
     for (int i = 0; i < 400 && *flag < want; i++) {
-        aiol_loop_poll_deadline(l, aiol_clock_now_ns() + 5000000);
+        aiol_loop_poll_deadline(l, aiol_mono_time_get() + 5000000);
     }
 }
 

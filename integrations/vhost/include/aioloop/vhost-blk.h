@@ -58,7 +58,7 @@ typedef struct aiol_vhost_blk_stats {
 /**
  * Creates a device on @p loop serving the open file @p fd (not closed by
  * the device; its size, rounded down to 512 bytes, is the capacity).
- * Listen or adopt a frontend through aiol_vhost_blk_dev().
+ * Listen or adopt a frontend through aiol_vhost_blk_dev_get().
  * @return 0; -EINVAL for bad options; fstat() errors; -ENOMEM.
  */
 int aiol_vhost_blk_new(aiol_loop *loop, int fd,
@@ -66,10 +66,10 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
                        aiol_vhost_blk **out);
 
 /** The vhost-user device underneath (to listen, adopt, read stats). */
-aiol_vhost_dev *aiol_vhost_blk_dev(aiol_vhost_blk *blk);
+aiol_vhost_dev *aiol_vhost_blk_dev_get(aiol_vhost_blk *blk);
 
 /** Copies the device's counters into @p out. */
-void aiol_vhost_blk_get_stats(const aiol_vhost_blk *blk,
+void aiol_vhost_blk_stats_get(const aiol_vhost_blk *blk,
                               aiol_vhost_blk_stats *out);
 
 /** Frees the device (disconnecting the frontend).  Loop's thread. */

@@ -198,23 +198,23 @@ int aiol_vhost_dev_adopt(aiol_vhost_dev *dev, int fd);
 void aiol_vhost_dev_disconnect(aiol_vhost_dev *dev);
 
 /** True while a frontend is connected. */
-bool aiol_vhost_dev_connected(const aiol_vhost_dev *dev);
+bool aiol_vhost_dev_is_connected(const aiol_vhost_dev *dev);
 
 /** Features the frontend acked (SET_FEATURES), 0 before. */
-uint64_t aiol_vhost_dev_features(const aiol_vhost_dev *dev);
+uint64_t aiol_vhost_dev_features_get(const aiol_vhost_dev *dev);
 
 /** Protocol features the frontend acked (SET_PROTOCOL_FEATURES). */
-uint64_t aiol_vhost_dev_protocol_features(const aiol_vhost_dev *dev);
+uint64_t aiol_vhost_dev_protocol_features_get(const aiol_vhost_dev *dev);
 
 /** Queue @p index (< num_queues; misuse aborts). */
-aiol_vhost_vq *aiol_vhost_dev_vq(aiol_vhost_dev *dev, unsigned index);
+aiol_vhost_vq *aiol_vhost_dev_vq_get(aiol_vhost_dev *dev, unsigned index);
 
 /** Copies the device's counters into @p out. */
-void aiol_vhost_dev_get_stats(const aiol_vhost_dev *dev,
+void aiol_vhost_dev_stats_get(const aiol_vhost_dev *dev,
                               aiol_vhost_stats *out);
 
 /** Why the last connection was dropped or request refused ("" if never). */
-const char *aiol_vhost_dev_last_error(const aiol_vhost_dev *dev);
+const char *aiol_vhost_dev_last_error_get(const aiol_vhost_dev *dev);
 
 /**
  * Destroys a device: drops the connection, stops listening (the socket
@@ -273,19 +273,19 @@ void aiol_vhost_vq_push(aiol_vhost_vq *vq, const aiol_vhost_elem *elem,
 bool aiol_vhost_vq_notify(aiol_vhost_vq *vq);
 
 /** The queue's index in its device. */
-unsigned aiol_vhost_vq_index(const aiol_vhost_vq *vq);
+unsigned aiol_vhost_vq_index_get(const aiol_vhost_vq *vq);
 
 /** The queue's size (SET_VRING_NUM), 0 before. */
-unsigned aiol_vhost_vq_size(const aiol_vhost_vq *vq);
+unsigned aiol_vhost_vq_size_get(const aiol_vhost_vq *vq);
 
 /** True when started (kick fd set, not stopped) and enabled. */
-bool aiol_vhost_vq_running(const aiol_vhost_vq *vq);
+bool aiol_vhost_vq_is_running(const aiol_vhost_vq *vq);
 
 /** True when a malformed chain broke the ring. */
-bool aiol_vhost_vq_broken(const aiol_vhost_vq *vq);
+bool aiol_vhost_vq_is_broken(const aiol_vhost_vq *vq);
 
 /** Copies the queue's counters into @p out. */
-void aiol_vhost_vq_get_stats(const aiol_vhost_vq *vq,
+void aiol_vhost_vq_stats_get(const aiol_vhost_vq *vq,
                              aiol_vhost_vq_stats *out);
 
 #pragma GCC visibility pop
