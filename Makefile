@@ -14,7 +14,7 @@ VHOST_FUZZ_SECONDS ?= 60
 FUZZ_CORPORA := tests/fuzz/corpus/seed tests/fuzz/corpus/regress
 VHOST_FUZZ_CORPORA := integrations/vhost/fuzz/corpus/seed
 QEMU_WORK   ?= build-qemu
-QEMU_BACKENDS := epoll io_uring poll
+QEMU_FDMONS := epoll io_uring poll
 MESON_TEST  := meson test --print-errorlogs --num-processes 2
 
 # Debian packages the build, the tests and the benchmarks need.
@@ -224,9 +224,9 @@ qemu-stock:
 	integrations/qemu/build.sh --stock $(QEMU_WORK)
 
 check-qemu: qemu
-	@for b in $(QEMU_BACKENDS); do \
-	  echo "== QEMU fork unit tests, AIOLOOP_BACKEND=$$b"; \
-	  AIOLOOP_BACKEND=$$b integrations/qemu/run-tests.sh $(QEMU_WORK) fork || exit 1; \
+	@for b in $(QEMU_FDMONS); do \
+	  echo "== QEMU fork unit tests, AIOLOOP_FDMON=$$b"; \
+	  AIOLOOP_FDMON=$$b integrations/qemu/run-tests.sh $(QEMU_WORK) fork || exit 1; \
 	done
 
 # A Debian cloud kernel and a busybox initramfs on the fork's

@@ -88,7 +88,7 @@ static uint64_t fd_syscalls(void *loop)
     aiol_loop_stats st;
 
     aiol_loop_stats_get(loop, &st);
-    return st.monitor_waits + st.monitor_ctls;
+    return st.fdmon_waits + st.fdmon_ctls;
 }
 
 static const bench_fd_ops fd_ops = {

@@ -45,13 +45,13 @@ struct aiol_phase {
 int aiol_loop_fd_get(aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
-    return loop->mon->embed ? loop->mon->embed->get_fd(loop) : -ENOTSUP;
+    return loop->fdmon->embed ? loop->fdmon->embed->get_fd(loop) : -ENOTSUP;
 }
 
 /* Hands pending registrations to the kernel, for a host about to sleep. */
 static void embed_flush(aiol_loop *loop)
 {
-    const aiol__fdmon_embed_ops *e = loop->mon->embed;
+    const aiol__fdmon_embed_ops *e = loop->fdmon->embed;
 
     if (e != NULL && e->flush != NULL) {
         e->flush(loop);
@@ -60,7 +60,7 @@ static void embed_flush(aiol_loop *loop)
 
 bool aiol__embed_direct(aiol_loop *loop, bool direct)
 {
-    const aiol__fdmon_embed_ops *e = loop->mon->embed;
+    const aiol__fdmon_embed_ops *e = loop->fdmon->embed;
 
     aiol__assert_locked(loop);
     if (direct == aiol__embed_is_direct(loop)) {
@@ -159,7 +159,7 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     aiol__check(loop != NULL, "loop is NULL");
     aiol__check(fds != NULL || max == 0, "fds is NULL");
     aiol__assert_poller(loop);
-    if (loop->mon->embed == NULL || loop->mon->embed->direct_enter == NULL) {
+    if (loop->fdmon->embed == NULL || loop->fdmon->embed->direct_enter == NULL) {
         return -ENOTSUP;
     }
     if (c->n <= max && embed_current(loop)) {

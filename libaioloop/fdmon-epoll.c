@@ -87,13 +87,13 @@ static int epoll_init(aiol_loop *loop)
         free(s);
         return ret;
     }
-    loop->mon_state = s;
+    loop->fdmon_state = s;
     return 0;
 }
 
 static void epoll_fini(aiol_loop *loop)
 {
-    aiol__epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->fdmon_state;
 
     close(s->epfd);
     free(s->events);
@@ -101,7 +101,7 @@ static void epoll_fini(aiol_loop *loop)
     free(s->dirty);
     free(s->always);
     free(s);
-    loop->mon_state = NULL;
+    loop->fdmon_state = NULL;
 }
 
 /* Under loop->lock.  Takes @fd off the always-ready list. */
@@ -155,7 +155,7 @@ int aiol__epoll_ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
     };
 
     aiol__assert_locked(loop);
-    loop->stats.monitor_ctls++;
+    loop->stats.fdmon_ctls++;
     return epoll_ctl(epfd, op, fd, &e) == 0 ? 0 : -errno;
 }
 
@@ -179,7 +179,7 @@ static int add(aiol_loop *loop, aiol__epoll_state *s, int fd, unsigned ev)
 static int epoll_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
 {
-    aiol__epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->fdmon_state;
     unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
     int fd = old ? old->fd : new_->fd;
     aiol__epoll_fd *st;
@@ -313,7 +313,7 @@ static void flush_locked(aiol_loop *loop, aiol__epoll_state *s)
  */
 static bool epoll_direct_enter(aiol_loop *loop)
 {
-    aiol__epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->fdmon_state;
     aiol__handler *node;
 
     aiol__assert_locked(loop);
@@ -332,14 +332,14 @@ static bool epoll_direct_enter(aiol_loop *loop)
 
 static void epoll_direct_leave(aiol_loop *loop)
 {
-    flush_locked(loop, loop->mon_state);
+    flush_locked(loop, loop->fdmon_state);
 }
 
 /* Hands every pending change to the kernel.  Polling thread. */
 AIOL__HOT
 static void epoll_flush(aiol_loop *loop)
 {
-    aiol__epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->fdmon_state;
 
     /* seq_cst: pairs with F4 through F1 (see aiol__epoll_state, embed.c). */
     if (!atomic_load_explicit(&s->has_dirty, memory_order_seq_cst)) {
@@ -356,7 +356,7 @@ static void epoll_flush(aiol_loop *loop)
 AIOL__HOT
 static bool epoll_pending(aiol_loop *loop)
 {
-    aiol__epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->fdmon_state;
 
     return atomic_load_explicit(&s->has_always, memory_order_relaxed);
 }
@@ -400,12 +400,12 @@ AIOL__HOT
 static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
                             int64_t deadline_ns)
 {
-    aiol__epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->fdmon_state;
     uint64_t me = aiol__thread_id();
     bool always, stale = false;
     int n, queued = 0;
 
-    loop->stats.monitor_waits++;
+    loop->stats.fdmon_waits++;
     if (me != s->waiter) {
         aiol__epoll_waiter_set(loop, s, me); /* kept removals: not ours */
     }
@@ -480,7 +480,7 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
 
 static int epoll_get_fd(aiol_loop *loop)
 {
-    aiol__epoll_state *s = loop->mon_state;
+    aiol__epoll_state *s = loop->fdmon_state;
 
     aiol__embed_direct_end(loop);
     if (!s->handed_out) {

@@ -77,26 +77,26 @@ static int uring_init(aiol_loop *loop)
         free(s);
         return ret;
     }
-    loop->mon_state = s;
+    loop->fdmon_state = s;
     return 0;
 }
 
 /* Frees the monitor's memory (the ring is gone already). */
 static void state_free(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
 
     free(s->done);
     free(s->fds);
     free(s->dirty);
     free(s->fired);
     free(s);
-    loop->mon_state = NULL;
+    loop->fdmon_state = NULL;
 }
 
 static void uring_fini(aiol_loop *loop)
 {
-    aiol__uring_ring_close(loop->mon_state);
+    aiol__uring_ring_close(loop->fdmon_state);
     state_free(loop);
 }
 
@@ -126,7 +126,7 @@ static void mark_dirty(aiol__uring_state *s, int fd)
 static int uring_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
     unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
     int fd = old ? old->fd : new_->fd;
     int ret;
@@ -164,7 +164,7 @@ static void poll_cancel(aiol_loop *loop, aiol__uring_state *s, int fd)
     io_uring_sqe_set_data64(sqe, (uint64_t)AIOL__UD_IGNORE);
     st->gen++;
     st->armed = 0;
-    loop->stats.monitor_ctls++;
+    loop->stats.fdmon_ctls++;
 }
 
 /* Under loop->lock.  Brings fd's poll in line with its handler's events. */
@@ -217,7 +217,7 @@ static void flush_changes(aiol_loop *loop, aiol__uring_state *s)
  */
 static bool uring_direct_enter(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
     aiol__handler *node;
 
     aiol__assert_locked(loop);
@@ -327,7 +327,7 @@ void aiol__uring_polls_rearm(aiol_loop *loop, aiol__uring_state *s)
 static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
                       int64_t deadline_ns)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
     int queued = 0, ret;
 
     aiol__uring_ring_bind(loop, s);
@@ -345,7 +345,7 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         if (deadline_ns == 0) {
             ret = aiol__uring_ring_look(loop, s);
         } else {
-            loop->stats.monitor_waits++;
+            loop->stats.fdmon_waits++;
             bool finite = aiol__deadline_to_timespec(deadline_ns, &ts);
 
             kts.tv_sec = ts.tv_sec;
@@ -380,7 +380,7 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
 
 static void uring_flush(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
 
     aiol__uring_ring_bind(loop, s);
     aiol__lock(loop);
@@ -393,7 +393,7 @@ static void uring_flush(aiol_loop *loop)
 
 static bool uring_pending(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
 
     return s->done_head < s->ndone;
 }
@@ -406,7 +406,7 @@ static bool uring_pending(aiol_loop *loop)
  */
 static int uring_get_fd(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
     bool rearm;
 
     aiol__lock(loop);
@@ -446,7 +446,7 @@ static int uring_get_fd(aiol_loop *loop)
  */
 static void uring_forget(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
 
     aiol__uring_reqs_forget(s);
     aiol__uring_ring_forget(s);

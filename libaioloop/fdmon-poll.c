@@ -3,7 +3,7 @@
  * reference for correctness.
  *
  * Design.  A persistent pollfd array holds one entry per handler that
- * watches events; handler->mon_slot is its index.  Add appends, remove
+ * watches events; handler->fdmon_slot is its index.  Add appends, remove
  * moves the last entry into the hole, replace rewrites the entry in place:
  * all O(1) and free of syscalls.  The wait itself is O(n) because poll(2)
  * is; dispatch stays O(ready).
@@ -74,13 +74,13 @@ static int poll_init(aiol_loop *loop)
         return -ENOMEM;
     }
     s->embed_epfd = -1;
-    loop->mon_state = s;
+    loop->fdmon_state = s;
     return 0;
 }
 
 static void poll_fini(aiol_loop *loop)
 {
-    poll_state *s = loop->mon_state;
+    poll_state *s = loop->fdmon_state;
 
     if (s->embed_epfd >= 0) {
         close(s->embed_epfd);
@@ -90,7 +90,7 @@ static void poll_fini(aiol_loop *loop)
     free(s->spare);
     free(s->unmirrored);
     free(s);
-    loop->mon_state = NULL;
+    loop->fdmon_state = NULL;
 }
 
 /*
@@ -138,8 +138,8 @@ static void unmirrored_set(aiol_loop *loop, poll_state *s, long slot,
 static int poll_update(aiol_loop *loop, aiol__handler *old,
                        aiol__handler *new_)
 {
-    poll_state *s = loop->mon_state;
-    long slot = old ? old->mon_slot : -1;
+    poll_state *s = loop->fdmon_state;
+    long slot = old ? old->fdmon_slot : -1;
     unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
     bool refused = slot >= 0 && s->unmirrored[slot]; /* unchanged re-arm */
 
@@ -172,7 +172,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
         s->pfds[slot].fd = new_->fd;
         s->pfds[slot].events = (short)aiol__events_to_poll(nev);
         s->pfds[slot].revents = 0;
-        new_->mon_slot = slot;
+        new_->fdmon_slot = slot;
         unmirrored_set(loop, s, slot, refused);
         return s->embed_epfd < 0 ? aiol__update_owed(loop, &s->owed, true)
                                  : 0;
@@ -188,7 +188,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
             s->pfds[slot] = s->pfds[last];
             s->unmirrored[slot] = s->unmirrored[last];
             s->unmirrored[last] = false;
-            aiol__handler_lookup(loop, last_fd)->mon_slot = slot;
+            aiol__handler_lookup(loop, last_fd)->fdmon_slot = slot;
         }
         s->n--;
     }
@@ -198,12 +198,12 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
 static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
                      int64_t deadline_ns)
 {
-    poll_state *s = loop->mon_state;
+    poll_state *s = loop->fdmon_state;
     struct timespec ts;
     size_t n;
     int ret, queued = 0;
 
-    loop->stats.monitor_waits++;
+    loop->stats.fdmon_waits++;
     aiol__lock(loop);
     n = s->n;
     if (s->copy_cap < n) {
@@ -244,11 +244,11 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
         }
         ret--;
         node = aiol__handler_lookup(loop, p->fd);
-        if (node == NULL || node->mon_slot < 0) {
+        if (node == NULL || node->fdmon_slot < 0) {
             continue;
         }
         if (p->revents & POLLNVAL) {
-            struct pollfd *live = &s->pfds[node->mon_slot];
+            struct pollfd *live = &s->pfds[node->fdmon_slot];
             if (live->fd == p->fd) {
                 live->fd = -p->fd - 1; /* ignored by poll until set again */
                 loop->stats.bad_fds++;
@@ -297,7 +297,7 @@ static int mirror_fill(aiol_loop *loop, poll_state *s, int epfd, bool add)
  */
 static bool poll_direct_enter(aiol_loop *loop)
 {
-    poll_state *s = loop->mon_state;
+    poll_state *s = loop->fdmon_state;
 
     aiol__assert_locked(loop);
     if (s->embed_epfd >= 0) {
@@ -309,7 +309,7 @@ static bool poll_direct_enter(aiol_loop *loop)
 
 static void poll_direct_leave(aiol_loop *loop)
 {
-    poll_state *s = loop->mon_state;
+    poll_state *s = loop->fdmon_state;
 
     aiol__assert_locked(loop);
     if (s->embed_epfd >= 0) {
@@ -326,7 +326,7 @@ static void poll_direct_leave(aiol_loop *loop)
  */
 static int poll_get_fd(aiol_loop *loop)
 {
-    poll_state *s = loop->mon_state;
+    poll_state *s = loop->fdmon_state;
     int ret = 0;
 
     aiol__lock(loop);
@@ -349,7 +349,7 @@ static int poll_get_fd(aiol_loop *loop)
 /* True while a host on the mirror must not sleep (see has_unmirrored). */
 static bool poll_pending(aiol_loop *loop)
 {
-    poll_state *s = loop->mon_state;
+    poll_state *s = loop->fdmon_state;
 
     return atomic_load_explicit(&s->has_unmirrored, memory_order_relaxed);
 }

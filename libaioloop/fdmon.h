@@ -3,7 +3,7 @@
  * implements, and the few parts of the loop it may use.
  *
  * A monitor watches the fds of the loop's handlers and, when the loop
- * waits, tells which are ready.  It owns loop->mon_state and nothing else.
+ * waits, tells which are ready.  It owns loop->fdmon_state and nothing else.
  * The loop calls it in four places: init and fini around the loop's life,
  * update whenever a handler is set, replaced or removed, and wait once per
  * iteration.  Everything else is optional.
@@ -13,7 +13,7 @@
  * build's checks when a fdmon-*.c uses a loop field or an aiol__ name
  * that this file does not name, or includes another private header than
  * its own):
- *   - loop->mon_state, its own;
+ *   - loop->fdmon_state, its own;
  *   - loop->lock through aiol__lock(), aiol__unlock() and
  *     aiol__assert_locked(): it protects the fd table and every monitor's
  *     registration state; update runs with it held, wait takes it only to
@@ -22,14 +22,14 @@
  *     aiol__thread_id() to tell that thread from others;
  *   - aiol__handler_lookup() (under the lock) and, of an aiol__handler,
  *     the fields fd, events (AIOL__EV_IN / AIOL__EV_OUT, 0: none) and
- *     mon_slot (the monitor's own, -1 when the handler is new);
+ *     fdmon_slot (the monitor's own, -1 when the handler is new);
  *   - aiol__ready_add() to queue a ready handler on the wait's
  *     aiol__ready_list, with AIOL__EV_* readiness;
  *   - loop->live and loop->nhandlers (under the lock), to walk every set
  *     handler, which only the direct-embedding hooks below need;
  *   - loop->single_thread: the loop is polled by one thread for life (an
  *     iothread's), set before its first poll;
- *   - loop->stats.monitor_waits, loop->stats.monitor_ctls (under the
+ *   - loop->stats.fdmon_waits, loop->stats.fdmon_ctls (under the
  *     lock) and loop->stats.bad_fds;
  *   - aiol__check() for misuse, AIOL__HOT for functions on the path of
  *     every iteration, and aiol__reserve() to grow an array;
@@ -132,14 +132,14 @@ typedef struct aiol__fdmon_req_ops {
 } aiol__fdmon_req_ops;
 
 typedef struct aiol__fdmon_ops {
-    const char *name; /* AIOLOOP_BACKEND and aiol_loop_new() name it so */
+    const char *name; /* AIOLOOP_FDMON and aiol_loop_new() name it so */
     /*
-     * Allocates loop->mon_state and the kernel objects.  0 or -errno
+     * Allocates loop->fdmon_state and the kernel objects.  0 or -errno
      * (ENOSYS, EPERM, EMFILE, ENOMEM...), leaving nothing behind; the
      * default choice then tries the next monitor.
      */
     int (*init)(aiol_loop *loop);
-    /* Frees loop->mon_state; the handlers are gone from the table. */
+    /* Frees loop->fdmon_state; the handlers are gone from the table. */
     void (*fini)(aiol_loop *loop);
     /*
      * Moves the registration of one fd from handler @old (NULL: none) to
@@ -171,7 +171,7 @@ typedef struct aiol__fdmon_ops {
     bool (*pending)(aiol_loop *loop);
     /*
      * Optional.  The child of a fork (fork.c), its only thread: frees
-     * loop->mon_state (setting it NULL) and closes the child's copies of
+     * loop->fdmon_state (setting it NULL) and closes the child's copies of
      * the monitor's fds, with no syscall on the kernel objects shared
      * with the parent (no epoll_ctl, no io_uring_enter or register, no
      * write into a shared ring).  NULL: aiol_loop_after_fork() gives
@@ -213,7 +213,7 @@ int aiol__fd_list_mark(int **v, size_t *n, size_t *cap, bool *listed, int fd);
  * Moves @fd's registration in epoll instance @epfd from events @oev to
  * @nev (AIOL__EV_*, 0: not registered): one epoll_ctl, none if unchanged;
  * a DEL of an fd already gone and a MOD that needs an ADD are handled.
- * Under the lock (it counts stats.monitor_ctls).  0 or -errno.  (util.c;
+ * Under the lock (it counts stats.fdmon_ctls).  0 or -errno.  (util.c;
  * the epoll monitor and the poll monitor's embedding mirror use it.)
  */
 int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,

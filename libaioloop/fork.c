@@ -42,13 +42,13 @@ bool aiol__loop_forked(const aiol_loop *loop)
     return loop->pid != getpid();
 }
 
-/* Drops the parent's monitor state; loop->mon_state is NULL afterwards. */
+/* Drops the parent's monitor state; loop->fdmon_state is NULL afterwards. */
 static void mon_forget(aiol_loop *loop)
 {
-    if (loop->mon->forget != NULL) {
-        loop->mon->forget(loop);
+    if (loop->fdmon->forget != NULL) {
+        loop->fdmon->forget(loop);
     }
-    loop->mon_state = NULL; /* (leaked without forget: no syscall either) */
+    loop->fdmon_state = NULL; /* (leaked without forget: no syscall either) */
 }
 
 /*
@@ -79,11 +79,11 @@ void aiol__loop_forget_forked(aiol_loop *loop)
 {
     mon_forget(loop);
     /*
-     * loop->mon is otherwise immutable; the loop is being freed by the
+     * loop->fdmon is otherwise immutable; the loop is being freed by the
      * child's only thread, and teardown calls only update (handler
      * removal, the notifier's included) and fini.
      */
-    loop->mon = &forgotten_mon;
+    loop->fdmon = &forgotten_mon;
 }
 
 /*
@@ -119,9 +119,9 @@ static int notify_renew(aiol_loop *loop)
 }
 
 /*
- * Under loop->lock, with the child's new monitor state in loop->mon_state:
+ * Under loop->lock, with the child's new monitor state in loop->fdmon_state:
  * registers every handler on loop->live.  On failure unregisters those it
- * did and puts back each handler's mon_slot (the parent's state's, saved
+ * did and puts back each handler's fdmon_slot (the parent's state's, saved
  * in @slots, one per handler), so the parent's state is as it was.
  * 0 or -errno.
  */
@@ -133,11 +133,11 @@ static int register_all(aiol_loop *loop, long *slots)
 
     aiol__assert_locked(loop);
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
-        slots[i++] = node->mon_slot;
-        node->mon_slot = -1; /* "not in the monitor" (fdmon-poll.c) */
+        slots[i++] = node->fdmon_slot;
+        node->fdmon_slot = -1; /* "not in the monitor" (fdmon-poll.c) */
     }
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
-        ret = loop->mon->update(loop, NULL, node);
+        ret = loop->fdmon->update(loop, NULL, node);
         if (ret < 0) {
             failed = node;
             break;
@@ -150,11 +150,11 @@ static int register_all(aiol_loop *loop, long *slots)
         if (node == failed) {
             break;
         }
-        (void)loop->mon->update(loop, node, NULL); /* the child's own state */
+        (void)loop->fdmon->update(loop, node, NULL); /* the child's own state */
     }
     i = 0;
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {
-        node->mon_slot = slots[i++];
+        node->fdmon_slot = slots[i++];
     }
     return ret;
 }
@@ -171,7 +171,7 @@ int aiol_loop_after_fork(aiol_loop *loop)
     }
     aiol__check(atomic_load(&loop->walkers) == 0,
                 "aiol_loop_after_fork() called from inside the loop's poll");
-    if (loop->mon->forget == NULL) {
+    if (loop->fdmon->forget == NULL) {
         return -ENOTSUP;
     }
     /* Everything that can fail comes first and leaves the parent's state. */
@@ -179,13 +179,13 @@ int aiol_loop_after_fork(aiol_loop *loop)
     if (ret < 0) {
         return ret;
     }
-    parent_state = loop->mon_state;
-    ret = loop->mon->init(loop);
+    parent_state = loop->fdmon_state;
+    ret = loop->fdmon->init(loop);
     if (ret < 0) {
-        loop->mon_state = parent_state;
+        loop->fdmon_state = parent_state;
         return ret;
     }
-    child_state = loop->mon_state;
+    child_state = loop->fdmon_state;
     aiol__lock(loop);
     slots = malloc((loop->nhandlers + 1) * sizeof(*slots));
     ret = slots == NULL ? -ENOMEM : register_all(loop, slots);
@@ -195,15 +195,15 @@ int aiol_loop_after_fork(aiol_loop *loop)
     aiol__unlock(loop);
     free(slots);
     if (ret < 0) {
-        loop->mon->fini(loop); /* the child's own new state, empty again */
-        loop->mon_state = parent_state;
+        loop->fdmon->fini(loop); /* the child's own new state, empty again */
+        loop->fdmon_state = parent_state;
         return ret;
     }
 
     /* From here on nothing fails: drop the parent's state, keep ours. */
-    loop->mon_state = parent_state;
+    loop->fdmon_state = parent_state;
     mon_forget(loop);
-    loop->mon_state = child_state;
+    loop->fdmon_state = child_state;
     loop->pid = getpid();
     return 0;
 }

@@ -221,7 +221,7 @@ static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
     AIOL_LIST_ENTRY_INIT(node, node_deleted);
     AIOL_LIST_ENTRY_INIT(node, node_live);
     AIOL_LIST_ENTRY_INIT(node, node_poll);
-    node->mon_slot = -1;
+    node->fdmon_slot = -1;
     node->poll_progress_ns = 0; /* idle clock starts at its first poll */
     node->poll_started = false;
 }
@@ -252,7 +252,7 @@ static void remove_locked(aiol_loop *loop, aiol__handler *old)
 {
     aiol__assert_locked(loop);
     /* A failure here means the fd is already gone from the kernel's view. */
-    (void)loop->mon->update(loop, old, NULL);
+    (void)loop->fdmon->update(loop, old, NULL);
     loop->table[old->fd] = NULL;
     AIOL_LIST_REMOVE(old, node_live);
     loop->nhandlers--;
@@ -346,7 +346,7 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
         ret = aiol__busy_poll_reserve(loop, loop->npollers + 1);
     }
     if (ret == 0) {
-        ret = loop->mon->update(loop, old, node);
+        ret = loop->fdmon->update(loop, old, node);
     }
     if (ret < 0) {
         node_release_locked(loop, node);

@@ -124,7 +124,7 @@ struct aiol__handler {
     AIOL_LIST_ENTRY(aiol__handler) node_live; /* on loop->live while set */
 
     /* Private to the fd monitor; protected by loop->lock. */
-    long mon_slot;
+    long fdmon_slot;
 
     /* Busy polling.  node_poll: loop->lock; the rest: polling thread. */
     AIOL_LIST_ENTRY(aiol__handler) node_poll; /* on loop->pollers */
@@ -159,8 +159,8 @@ struct aiol_loop {
      * evict much of L1).  Each field's owner is given further down with
      * its group, or here.
      */
-    const struct aiol__fdmon_ops *mon; /* immutable after creation */
-    void *mon_state;                   /* monitor private, see its file */
+    const struct aiol__fdmon_ops *fdmon; /* immutable after creation */
+    void *fdmon_state;   /* the fd monitor's, see its file */
     /*
      * Walking counter: number of poll calls (nested ones included) in
      * progress.  While it is non-zero, removed handlers go on the deleted
@@ -206,7 +206,7 @@ struct aiol_loop {
      * Written under loop->lock by the polling thread; read without it.
      */
     atomic_bool direct;
-    aiol_loop_stats stats; /* polling thread; monitor_ctls under lock */
+    aiol_loop_stats stats; /* polling thread; fdmon_ctls under lock */
 
     /* Cold from here on. */
     /* aiol_loop_block_hooks_set(); polling thread. */

@@ -34,20 +34,20 @@
 #include "timer-priv.h"
 
 /* In order of preference for the default choice. */
-static const aiol__fdmon_ops *const monitors[] = {
+static const aiol__fdmon_ops *const fdmons[] = {
     &aiol__fdmon_epoll,
 #ifdef AIOL_HAVE_IO_URING
     &aiol__fdmon_io_uring,
 #endif
     &aiol__fdmon_poll,
 };
-#define N_MONITORS (sizeof(monitors) / sizeof(monitors[0]))
+#define N_FDMONS (sizeof(fdmons) / sizeof(fdmons[0]))
 
 /* Undoes loop_start() whatever stage it reached. */
 void aiol__loop_quiesce(aiol_loop *loop)
 {
-    if (loop->mon->requests != NULL) {
-        loop->mon->requests->quiesce(loop);
+    if (loop->fdmon->requests != NULL) {
+        loop->fdmon->requests->quiesce(loop);
     }
 }
 
@@ -61,7 +61,7 @@ static void loop_teardown(aiol_loop *loop, bool mon_started)
     aiol__handlers_free_all(loop);
     aiol__embed_fini(loop);
     if (mon_started) {
-        loop->mon->fini(loop);
+        loop->fdmon->fini(loop);
     }
     aiol__clocks_fini(loop);
     aiol__busy_poll_fini(loop);
@@ -85,7 +85,7 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
     AIOL_LIST_INIT(&loop->phases);
     AIOL_TAILQ_INIT(&loop->bh_slices);
     loop->notify_fd = -1;
-    loop->mon = mon;
+    loop->fdmon = mon;
     loop->pid = getpid(); /* fork.c */
     ret = aiol__clocks_init(loop);
     if (ret < 0) {
@@ -106,11 +106,11 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
     return 0;
 }
 
-static const aiol__fdmon_ops *monitor_find(const char *name)
+static const aiol__fdmon_ops *fdmon_find(const char *name)
 {
-    for (size_t i = 0; i < N_MONITORS; i++) {
-        if (strcmp(monitors[i]->name, name) == 0) {
-            return monitors[i];
+    for (size_t i = 0; i < N_FDMONS; i++) {
+        if (strcmp(fdmons[i]->name, name) == 0) {
+            return fdmons[i];
         }
     }
     return NULL;
@@ -124,7 +124,7 @@ int aiol_loop_new(aiol_loop **out, const char *fdmon)
 
     aiol__check(out != NULL, "out is NULL");
     if (fdmon != NULL) {
-        mon = monitor_find(fdmon);
+        mon = fdmon_find(fdmon);
         return mon != NULL ? loop_start(out, mon) : -EINVAL;
     }
     /* AIOLOOP_BACKEND: the variable's name before AIOLOOP_FDMON. */
@@ -132,7 +132,7 @@ int aiol_loop_new(aiol_loop **out, const char *fdmon)
     if (env == NULL || *env == '\0') {
         env = getenv("AIOLOOP_BACKEND");
     }
-    if (env != NULL && *env != '\0' && (mon = monitor_find(env)) != NULL &&
+    if (env != NULL && *env != '\0' && (mon = fdmon_find(env)) != NULL &&
         loop_start(out, mon) == 0) {
         return 0;
     }
@@ -141,8 +141,8 @@ int aiol_loop_new(aiol_loop **out, const char *fdmon)
      * ENOSYS, EPERM (seccomp, io_uring_disabled) or ENOMEM (locked memory)
      * where epoll works.  The last monitor's error is returned.
      */
-    for (size_t i = 0; i < N_MONITORS; i++) {
-        ret = loop_start(out, monitors[i]);
+    for (size_t i = 0; i < N_FDMONS; i++) {
+        ret = loop_start(out, fdmons[i]);
         if (ret == 0) {
             break;
         }
@@ -168,7 +168,7 @@ void aiol_loop_free(aiol_loop *loop)
 const char *aiol_loop_fdmon_get(const aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
-    return loop->mon->name;
+    return loop->fdmon->name;
 }
 
 AIOL__HOT
@@ -179,7 +179,7 @@ int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
     /* seq_cst: pairs with F2 in aiol_loop_notify() (see the top). */
     if (atomic_load_explicit(&loop->notified, memory_order_seq_cst) ||
         loop->poll_recheck ||
-        (loop->mon->pending != NULL && loop->mon->pending(loop))) {
+        (loop->fdmon->pending != NULL && loop->fdmon->pending(loop))) {
         return 0;
     }
     /* (inline checks skip each source that has nothing: internal.h) */
@@ -273,10 +273,10 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
                    "a wait that may block with handlers still busy-polled");
             if (deadline_ns != 0 && loop->block_before != NULL) {
                 loop->block_before(loop->block_opaque);
-                ret = loop->mon->wait(loop, &ready, deadline_ns);
+                ret = loop->fdmon->wait(loop, &ready, deadline_ns);
                 loop->block_after(loop->block_opaque);
             } else {
-                ret = loop->mon->wait(loop, &ready, deadline_ns);
+                ret = loop->fdmon->wait(loop, &ready, deadline_ns);
             }
 
             aiol__check(ret >= 0, "fd monitor wait failed");
@@ -298,8 +298,8 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     /* (inline checks skip each one that has nothing: internal.h) */
     progress = aiol__bh_poll(loop);
     progress |= aiol__dispatch_ready(loop, &ready);
-    if (loop->mon->requests != NULL) {
-        progress |= loop->mon->requests->dispatch(loop);
+    if (loop->fdmon->requests != NULL) {
+        progress |= loop->fdmon->requests->dispatch(loop);
     }
     progress |= aiol__timers_run(loop);
     progress |= aiol__phases_dispatch(loop);

@@ -54,7 +54,7 @@ bool aiol__uring_req_complete(aiol__uring_state *s, aiol_uring_req *req,
 
 bool aiol__uring_reqs_dispatch(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
     bool progress = false;
 
     while (s->done_head < s->ndone) {
@@ -76,7 +76,7 @@ bool aiol__uring_reqs_dispatch(aiol_loop *loop)
 int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
                        aiol_cqe_fn *done, void *opaque, aiol_uring_req **out)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
     aiol_uring_req *req;
     struct io_uring_sqe *sqe;
 
@@ -109,7 +109,7 @@ int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
 
 int aiol__uring_cancel(aiol_uring_req *req)
 {
-    aiol__uring_state *s = req->loop->mon_state;
+    aiol__uring_state *s = req->loop->fdmon_state;
     struct io_uring_sqe *sqe;
 
     aiol__assert_poller(req->loop);
@@ -123,7 +123,7 @@ int aiol__uring_cancel(aiol_uring_req *req)
 
 unsigned aiol__uring_pending(aiol_loop *loop)
 {
-    return ((aiol__uring_state *)loop->mon_state)->npending;
+    return ((aiol__uring_state *)loop->fdmon_state)->npending;
 }
 
 /*
@@ -157,7 +157,7 @@ static void drain_requests(aiol_loop *loop, aiol__uring_state *s)
 
 int aiol__uring_drain(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
 
     if (s->npending != 0) {
         aiol__uring_ring_bind(loop, s);
@@ -175,7 +175,7 @@ int aiol__uring_drain(aiol_loop *loop)
  */
 void aiol__uring_reqs_quiesce(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
     aiol_uring_req *req;
 
     s->closing = true;
@@ -191,13 +191,13 @@ void aiol__uring_reqs_quiesce(aiol_loop *loop)
 
 int aiol__uring_flush(aiol_loop *loop)
 {
-    aiol__uring_state *s = loop->mon_state;
+    aiol__uring_state *s = loop->fdmon_state;
 
     if (io_uring_sq_ready(&s->ring) == 0) {
         return 0;
     }
     aiol__uring_ring_bind(loop, s);
-    loop->stats.monitor_waits++;
+    loop->stats.fdmon_waits++;
     return io_uring_submit(&s->ring);
 }
 

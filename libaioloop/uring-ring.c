@@ -144,7 +144,7 @@ int aiol__uring_ring_look(aiol_loop *loop, aiol__uring_state *s)
           (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW))) {
         return 0;
     }
-    loop->stats.monitor_waits++;
+    loop->stats.fdmon_waits++;
     return io_uring_submit_and_get_events(&s->ring);
 }
 

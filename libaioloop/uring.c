@@ -12,7 +12,7 @@ static bool on_uring(aiol_loop *loop)
 {
     aiol__check(loop != NULL, "loop is NULL");
 #ifdef AIOL_HAVE_IO_URING
-    return loop->mon == &aiol__fdmon_io_uring;
+    return loop->fdmon == &aiol__fdmon_io_uring;
 #else
     return false;
 #endif

@@ -92,7 +92,7 @@ int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
         return 0; /* unchanged re-arm: nothing for the kernel */
     }
     op = oev == 0 ? EPOLL_CTL_ADD : nev == 0 ? EPOLL_CTL_DEL : EPOLL_CTL_MOD;
-    loop->stats.monitor_ctls++;
+    loop->stats.fdmon_ctls++;
     if (epoll_ctl(epfd, op, fd, &ev) == 0) {
         return 0;
     }
@@ -100,7 +100,7 @@ int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
         return 0;
     }
     if (op == EPOLL_CTL_MOD && errno == ENOENT) {
-        loop->stats.monitor_ctls++;
+        loop->stats.fdmon_ctls++;
         if (epoll_ctl(epfd, EPOLL_CTL_ADD, fd, &ev) == 0) {
             return 0;
         }

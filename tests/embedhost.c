@@ -1,6 +1,6 @@
 /*
  * embedhost.c - the host-adapter scenarios (embedhost.h): a loop driven
- * only by its host's run(), once per backend (AIOLOOP_BACKEND).
+ * only by its host's run(), once per backend (AIOLOOP_FDMON).
  *
  * fd handlers in direct mode (dispatching asks the fd monitor nothing)
  * and, past the adapter's direct maximum, through the loop fd; bottom
@@ -123,20 +123,20 @@ void eh_fd_handlers(void **state)
     add_reader(&t, 0);
     add_reader(&t, 1);
     expect_read(&t, 1);
-    waits = lw_stats(t.loop).monitor_waits;
+    waits = lw_stats(t.loop).fdmon_waits;
     expect_read(&t, 0);
     expect_read(&t, 1);
-    assert_int_equal(lw_stats(t.loop).monitor_waits, waits);
+    assert_int_equal(lw_stats(t.loop).fdmon_waits, waits);
     /* more than direct_max: the host polls the loop fd, and each
      * dispatch asks the monitor which handler is ready */
     for (int i = 2; i < EH_NFDS; i++) {
         add_reader(&t, i);
     }
-    waits = lw_stats(t.loop).monitor_waits;
+    waits = lw_stats(t.loop).fdmon_waits;
     for (int i = EH_NFDS - 1; i >= 0; i -= 3) {
         expect_read(&t, i);
     }
-    assert_true(lw_stats(t.loop).monitor_waits > waits);
+    assert_true(lw_stats(t.loop).fdmon_waits > waits);
     /* and back to few */
     for (int i = 2; i < EH_NFDS; i++) {
         assert_int_equal(aiol_fd_remove(t.loop, t.pipes[i][0]), 0);

@@ -1,5 +1,5 @@
 /*
- * test_bh.c - bottom-half tests, run once per backend ($AIOLOOP_BACKEND).
+ * test_bh.c - bottom-half tests, run once per backend ($AIOLOOP_FDMON).
  *
  * Every test makes its own loop.  Bottom halves record their runs (and the
  * global order of runs) in a struct rec; tests assert on those records and
@@ -779,6 +779,6 @@ int main(void)
     /* exits 77 here, before any test runs, when the backend is missing */
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "bh-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -406,7 +406,7 @@ static void test_busypoll_never_starves_fds(void **state)
     }
     after = lw_stats(loop);
     assert_int_equal(a.readies, 90);         /* polling stayed active... */
-    assert_true(after.monitor_waits - before.monitor_waits >= 10);
+    assert_true(after.fdmon_waits - before.fdmon_waits >= 10);
     assert_true(reads >= 10);                /* ...and fds got their turn */
     assert_int_equal(lw_watchdog_free(&w), 0);
 
@@ -629,6 +629,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "busypoll-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -408,9 +408,9 @@ static void test_embed_direct_fds(void **state)
     tu_eventfd_signal(a.fd);
     n = host_poll_direct(loop, fds, 8, 0);
     assert_int_equal(n, 3);
-    waits = lw_stats(loop).monitor_waits;
+    waits = lw_stats(loop).fdmon_waits;
     assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
-    assert_int_equal(lw_stats(loop).monitor_waits, waits);
+    assert_int_equal(lw_stats(loop).fdmon_waits, waits);
     assert_string_equal(g_log, "F");
     assert_int_equal(a.reads, 1);
     assert_int_equal(b.reads, 0);
@@ -480,14 +480,14 @@ static void test_embed_direct_and_loop_fd(void **state)
         assert_false(fd_readable(lfd, 0));
     }
     /* handler churn while direct reaches no kernel set */
-    ctls = lw_stats(loop).monitor_ctls;
+    ctls = lw_stats(loop).fdmon_ctls;
     for (int i = 0; i < 10; i++) {
         assert_int_equal(aiol_fd_set(loop, c.fd, cb_efd_read, NULL, NULL,
                                      &c), 0);
         assert_int_equal(aiol_fd_remove(loop, c.fd), 0);
     }
     n = host_poll_direct(loop, fds, 8, 0);
-    assert_int_equal(lw_stats(loop).monitor_ctls, ctls);
+    assert_int_equal(lw_stats(loop).fdmon_ctls, ctls);
     assert_true(aiol_loop_dispatch_fds(loop, fds, (size_t)n));
     assert_int_equal(a.reads, 2);
 
@@ -807,6 +807,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "embed-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

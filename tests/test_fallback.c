@@ -7,7 +7,7 @@
  *
  *   - asking for "io_uring" by name is strict: the call fails with exactly
  *     the errno io_uring_setup gave;
- *   - NULL with AIOLOOP_BACKEND=io_uring falls back to the default chain
+ *   - NULL with AIOLOOP_FDMON=io_uring falls back to the default chain
  *     (epoll, io_uring, poll), and the loop it returns works;
  *   - with epoll_create1 failing the default chain lands on io_uring, and
  *     with both failing, on poll.
@@ -159,16 +159,16 @@ static void check_new_lands_on(const char *name, const char *want)
     aiol_loop *l = NULL;
     int rc = aiol_loop_new(&l, name);
 
-    CHECK(rc == 0, "aiol_loop_new(%s) = %d (%s), env AIOLOOP_BACKEND=%s",
+    CHECK(rc == 0, "aiol_loop_new(%s) = %d (%s), env AIOLOOP_FDMON=%s",
           name ? name : "NULL", rc, strerror(rc < 0 ? -rc : 0),
-          getenv("AIOLOOP_BACKEND") ? getenv("AIOLOOP_BACKEND") : "(unset)");
+          getenv("AIOLOOP_FDMON") ? getenv("AIOLOOP_FDMON") : "(unset)");
     if (rc != 0 || l == NULL) {
         return;
     }
     CHECK(strcmp(aiol_loop_fdmon_get(l), want) == 0,
-          "aiol_loop_new(%s) with AIOLOOP_BACKEND=%s runs on %s, want %s",
+          "aiol_loop_new(%s) with AIOLOOP_FDMON=%s runs on %s, want %s",
           name ? name : "NULL",
-          getenv("AIOLOOP_BACKEND") ? getenv("AIOLOOP_BACKEND") : "(unset)",
+          getenv("AIOLOOP_FDMON") ? getenv("AIOLOOP_FDMON") : "(unset)",
           aiol_loop_fdmon_get(l), want);
     check_loop_works(l);
     aiol_loop_free(l);
@@ -201,7 +201,8 @@ static void child_main(const blocks *b)
 #else
     exit(CHILD_NO_SECCOMP);
 #endif
-    unsetenv("AIOLOOP_BACKEND");
+    unsetenv("AIOLOOP_FDMON");
+    unsetenv("AIOLOOP_BACKEND"); /* its old name */
     if (b->uring_errno != 0) {
         /* (a) the named backend is strict */
         check_new_fails("io_uring", b->uring_errno);
@@ -211,27 +212,27 @@ static void child_main(const blocks *b)
     }
 
     if (b->uring_errno != 0 && b->epoll_errno == 0) {
-        /* (b) $AIOLOOP_BACKEND that does not start: the default chain */
-        setenv("AIOLOOP_BACKEND", "io_uring", 1);
+        /* (b) $AIOLOOP_FDMON that does not start: the default chain */
+        setenv("AIOLOOP_FDMON", "io_uring", 1);
         check_new_lands_on(NULL, "epoll");
-        unsetenv("AIOLOOP_BACKEND");
+        unsetenv("AIOLOOP_FDMON");
         check_new_lands_on(NULL, "epoll");
         check_new_lands_on("poll", "poll");
     } else if (b->uring_errno == 0 && b->epoll_errno != 0) {
         /* default chain: epoll, then io_uring */
         check_new_lands_on(NULL, "io_uring");
-        setenv("AIOLOOP_BACKEND", "epoll", 1);
+        setenv("AIOLOOP_FDMON", "epoll", 1);
         check_new_lands_on(NULL, "io_uring");
-        unsetenv("AIOLOOP_BACKEND");
+        unsetenv("AIOLOOP_FDMON");
         check_new_lands_on("io_uring", "io_uring");
     } else {
         /* both gone: poll, whatever the environment asks for */
         check_new_lands_on(NULL, "poll");
-        setenv("AIOLOOP_BACKEND", "io_uring", 1);
+        setenv("AIOLOOP_FDMON", "io_uring", 1);
         check_new_lands_on(NULL, "poll");
-        setenv("AIOLOOP_BACKEND", "epoll", 1);
+        setenv("AIOLOOP_FDMON", "epoll", 1);
         check_new_lands_on(NULL, "poll");
-        unsetenv("AIOLOOP_BACKEND");
+        unsetenv("AIOLOOP_FDMON");
     }
     fflush(stderr);
     /* exit(), not _exit(): a leak checker then looks at the child too */

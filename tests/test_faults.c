@@ -18,7 +18,7 @@
  *
  * The syscall cases fail the kernel objects a loop needs at creation
  * (EMFILE, ENOMEM) and check the error and that nothing leaked.
- * Once per backend ($AIOLOOP_BACKEND).
+ * Once per backend ($AIOLOOP_FDMON).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -291,7 +291,7 @@ static void workload_teardown(void)
 /* One run with the @k-th allocation failing; false once k is past the end. */
 static bool workload_run(long k, bool embed, long *reported)
 {
-    const char *backend = tu_backend_requested();
+    const char *backend = tu_fdmon_requested();
     char path[] = "/tmp/aiol-faults-XXXXXX";
     bool hit;
 
@@ -323,7 +323,7 @@ static void sweep(bool embed)
     }
     printf("sweep (%s%s): %ld allocations failed one at a time, "
            "%ld reported as -ENOMEM and retried, the rest absorbed\n",
-           tu_backend_requested() ? tu_backend_requested() : "default",
+           tu_fdmon_requested() ? tu_fdmon_requested() : "default",
            embed ? ", embedded" : "", k - 1, reported);
     assert_true(k > 50); /* the workload did allocate: the sweep ran */
 }
@@ -343,7 +343,7 @@ static void test_alloc_sweep_embedded(void **state)
 /* A loop whose creation fails on syscall @kind leaves nothing behind. */
 static void creation_fails(tf_call kind, int err, int want)
 {
-    const char *backend = tu_backend_requested();
+    const char *backend = tu_fdmon_requested();
     aiol_loop *loop = (aiol_loop *)&loop; /* must stay untouched */
     int ret;
 
@@ -362,7 +362,7 @@ static void test_eventfd_emfile(void **state)
 
 static void test_monitor_emfile(void **state)
 {
-    const char *b = tu_backend_requested();
+    const char *b = tu_fdmon_requested();
 
     (void)state;
     if (b != NULL && strcmp(b, "epoll") == 0) {
@@ -386,7 +386,7 @@ static void test_no_memory_at_all(void **state)
 
     (void)state;
     tf_fail_from(TF_ALLOC, 1, ENOMEM);
-    ret = aiol_loop_new(&loop, tu_backend_requested());
+    ret = aiol_loop_new(&loop, tu_fdmon_requested());
     tf_disarm();
     assert_int_equal(ret, -ENOMEM);
     assert_null(loop);
@@ -408,7 +408,7 @@ static void on_pipe_count(void *opaque)
 static void test_epoll_add_refused_for_now(void **state)
 {
     static const int errs[] = { ENOMEM, ENOSPC };
-    const char *b = tu_backend_requested();
+    const char *b = tu_fdmon_requested();
 
     (void)state;
     if (b == NULL || strcmp(b, "epoll") != 0) {
@@ -456,7 +456,7 @@ static bool loop_fd_ready(aiol_loop *loop)
  */
 static void test_epoll_rebuild_refused(void **state)
 {
-    const char *b = tu_backend_requested();
+    const char *b = tu_fdmon_requested();
 
     (void)state;
     if (b == NULL || strcmp(b, "epoll") != 0) {
@@ -504,7 +504,7 @@ static void test_epoll_rebuild_refused(void **state)
 #ifdef AIOL_HAVE_IO_URING
 static bool on_uring(void)
 {
-    const char *b = tu_backend_requested();
+    const char *b = tu_fdmon_requested();
 
     return b != NULL && strcmp(b, "io_uring") == 0;
 }
@@ -628,6 +628,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new()); /* exits 77 if the backend cannot run */
     printf("backend: %s\n",
-           tu_backend_requested() ? tu_backend_requested() : "default");
+           tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,5 +1,5 @@
 /*
- * test_fd.c - fd handler tests, run once per backend ($AIOLOOP_BACKEND).
+ * test_fd.c - fd handler tests, run once per fd monitor ($AIOLOOP_FDMON).
  *
  * Only the public API is used.  Every test makes its own loop with
  * tu_loop_new().  Callbacks record what happened in a struct th; a callback
@@ -603,7 +603,7 @@ static uint64_t ctls(aiol_loop *loop)
     aiol_loop_stats s;
 
     aiol_loop_stats_get(loop, &s);
-    return s.monitor_ctls;
+    return s.fdmon_ctls;
 }
 
 static void test_rearm_same_events(void **state)
@@ -717,6 +717,6 @@ int main(void)
     /* exits 77 here, before any test runs, when the backend is missing */
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "fd-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -521,6 +521,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new()); /* exits 77 if the backend cannot run */
     snprintf(name, sizeof(name), "fork-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

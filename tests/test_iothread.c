@@ -47,7 +47,7 @@ static bool wait_for(atomic_long *v, long want)
 static aiol_iothread *iothread_new_or_skip(void)
 {
     aiol_iothread *t = NULL;
-    int rc = aiol_iothread_new(tu_backend_requested(), &t);
+    int rc = aiol_iothread_new(tu_fdmon_requested(), &t);
 
     if (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP) {
         skip();
@@ -55,9 +55,9 @@ static aiol_iothread *iothread_new_or_skip(void)
     assert_int_equal(rc, 0);
     assert_non_null(t);
     assert_non_null(aiol_iothread_loop_get(t));
-    if (tu_backend_requested() != NULL) {
+    if (tu_fdmon_requested() != NULL) {
         assert_string_equal(aiol_loop_fdmon_get(aiol_iothread_loop_get(t)),
-                            tu_backend_requested());
+                            tu_fdmon_requested());
     }
     return t;
 }
@@ -351,6 +351,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "iothread-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

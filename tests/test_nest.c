@@ -1,5 +1,5 @@
 /*
- * test_nest.c - nested poll tests, run once per backend ($AIOLOOP_BACKEND):
+ * test_nest.c - nested poll tests, run once per backend ($AIOLOOP_FDMON):
  * removal inside nested polls, no double dispatch across nesting, and deep
  * nesting with handlers added and removed at every level.  Public API only;
  * see testhandler.h for the bookkeeping every test checks.
@@ -318,6 +318,6 @@ int main(void)
     /* exits 77 here, before any test runs, when the backend is missing */
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "nest-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

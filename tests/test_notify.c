@@ -3,7 +3,7 @@
  * per backend.
  *
  * The loop's counters tell what a notify cost: notify_kicks counts writes
- * to the wakeup eventfd, monitor_waits the waits on the fd monitor.  A
+ * to the wakeup eventfd, fdmon_waits the waits on the fd monitor.  A
  * blocking poll that should end carries a watchdog timer, so a lost wakeup
  * fails the test (the poll would return true, from the watchdog) instead
  * of hanging it.
@@ -66,7 +66,7 @@ static void test_notify_unblocked_costs_no_syscall(void **state)
     assert_int_equal(lw_watchdog_free(&w), 0);
     after = lw_stats(loop);
     assert_int_equal(after.iterations - before.iterations, 1);
-    assert_int_equal(after.monitor_waits - before.monitor_waits,
+    assert_int_equal(after.fdmon_waits - before.fdmon_waits,
                      lw_idle_look_waits(loop));
     assert_int_equal(after.notify_kicks, before.notify_kicks);
     assert_int_equal(after.timer_runs, before.timer_runs);
@@ -114,7 +114,7 @@ static void test_notify_nonblocking_poll_one_wait(void **state)
         assert_false(aiol_loop_poll(loop, false));
         after = lw_stats(loop);
         assert_int_equal(after.iterations - before.iterations, 1);
-        assert_int_equal(after.monitor_waits - before.monitor_waits,
+        assert_int_equal(after.fdmon_waits - before.fdmon_waits,
                          lw_idle_look_waits(loop));
         assert_int_equal(after.notify_kicks, before.notify_kicks);
         assert_int_equal(after.callbacks - before.callbacks, 0);
@@ -273,6 +273,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "notify-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -63,7 +63,7 @@ static void cb_fired(void *opaque)
  */
 static uint64_t waits_until_timer(aiol_loop *loop)
 {
-    uint64_t w0 = stats(loop).monitor_waits;
+    uint64_t w0 = stats(loop).fdmon_waits;
     bool fired = false;
     aiol_timer *t;
 
@@ -74,7 +74,7 @@ static uint64_t waits_until_timer(aiol_loop *loop)
         aiol_loop_poll(loop, true);
     }
     aiol_timer_free(t);
-    return stats(loop).monitor_waits - w0;
+    return stats(loop).fdmon_waits - w0;
 }
 
 /*
@@ -99,10 +99,10 @@ static void test_removed_ready_fd(void **state)
     th_poll_n(loop, 1, false);                 /* the registration is made */
     th_remove(&h);
     tu_eventfd_signal(efd);                 /* stays readable: nobody reads */
-    c0 = stats(loop).monitor_ctls;
+    c0 = stats(loop).fdmon_ctls;
     th_poll_n(loop, 3, false);
     if (is_epoll(loop)) {
-        assert_int_equal(stats(loop).monitor_ctls - c0, 1); /* one DEL */
+        assert_int_equal(stats(loop).fdmon_ctls - c0, 1); /* one DEL */
     }
     assert_true(waits_until_timer(loop) <= 5);
     assert_int_equal(h.reads, 0);
@@ -129,12 +129,12 @@ static void test_set_again_after_removal(void **state)
     th_poll_n(loop, 1, false);
     for (int round = 1; round <= 3; round++) {
         assert_int_equal(aiol_fd_remove(loop, efd), 0);
-        c0 = stats(loop).monitor_ctls;
+        c0 = stats(loop).fdmon_ctls;
         assert_int_equal(aiol_fd_set(loop, efd, th_cb_read, NULL, NULL, &h), 0);
         th_poll_n(loop, 1, false);
         if (is_epoll(loop)) {
             /* ADD fails with EEXIST: the kept registration serves */
-            assert_int_equal(stats(loop).monitor_ctls - c0, 1);
+            assert_int_equal(stats(loop).fdmon_ctls - c0, 1);
         }
         tu_eventfd_signal(efd);
         th_poll_n(loop, 1, true);
@@ -142,13 +142,13 @@ static void test_set_again_after_removal(void **state)
     }
     /* more events than the kept registration has: the probe, then MOD */
     assert_int_equal(aiol_fd_remove(loop, efd), 0);
-    c0 = stats(loop).monitor_ctls;
+    c0 = stats(loop).fdmon_ctls;
     assert_int_equal(aiol_fd_set(loop, efd, th_cb_read, th_cb_write, NULL, &h),
                      0);
     th_poll_n(loop, 1, true);                   /* an eventfd is writable */
     assert_true(h.writes >= 1);
     if (is_epoll(loop)) {
-        assert_int_equal(stats(loop).monitor_ctls - c0, 2);
+        assert_int_equal(stats(loop).fdmon_ctls - c0, 2);
     }
     assert_int_equal(h.reads, 3);
     aiol_loop_free(loop);
@@ -170,12 +170,12 @@ static void test_closed_and_reused(void **state)
     close(efd);                              /* the file goes with its fd */
     again = tu_eventfd();
     assert_int_equal(again, efd);
-    c0 = stats(loop).monitor_ctls;
+    c0 = stats(loop).fdmon_ctls;
     th_add(&h2, loop, again, th_cb_read, NULL);
     h2.drain = true;
     th_poll_n(loop, 1, false);
     if (is_epoll(loop)) {
-        assert_int_equal(stats(loop).monitor_ctls - c0, 1); /* a plain ADD */
+        assert_int_equal(stats(loop).fdmon_ctls - c0, 1); /* a plain ADD */
     }
     tu_eventfd_signal(again);
     th_poll_n(loop, 1, true);
@@ -430,14 +430,14 @@ static void test_kept_removal_dropped_when_poller_changes(void **state)
     hl.drain = true;
     th_poll_n(loop, 1, false);
     th_remove(&hg);
-    c0 = stats(loop).monitor_ctls;
+    c0 = stats(loop).fdmon_ctls;
     assert_int_equal(pthread_create(&t, NULL, poll_once_thread, loop), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
     if (is_epoll(loop)) {
         assert_false(epoll_watches(gone));
         assert_true(epoll_watches(live));
         /* the rebuild: ADDs of live and of the loop's notifier */
-        assert_int_equal(stats(loop).monitor_ctls - c0, 2);
+        assert_int_equal(stats(loop).fdmon_ctls - c0, 2);
     }
     tu_eventfd_signal(gone);
     tu_eventfd_signal(live);
@@ -553,6 +553,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "removal-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -855,6 +855,6 @@ int main(void)
 
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "timer-%s",
-             tu_backend_requested() ? tu_backend_requested() : "default");
+             tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
 }

@@ -23,16 +23,16 @@
         abort();                                                             \
     } while (0)
 
-const char *tu_backend_requested(void)
+const char *tu_fdmon_requested(void)
 {
-    const char *b = getenv("AIOLOOP_BACKEND");
+    const char *b = getenv("AIOLOOP_FDMON");
 
     return (b != NULL && b[0] != '\0') ? b : NULL;
 }
 
 aiol_loop *tu_loop_new(void)
 {
-    const char *want = tu_backend_requested();
+    const char *want = tu_fdmon_requested();
     aiol_loop *l = NULL;
     int rc = aiol_loop_new(&l, want);
 

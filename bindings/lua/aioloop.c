@@ -475,8 +475,8 @@ static int l_stats(lua_State *L)
     lua_pushinteger(L, (lua_Integer)s.name);    \
     lua_setfield(L, -2, #name)
     F(iterations);
-    F(monitor_waits);
-    F(monitor_ctls);
+    F(fdmon_waits);
+    F(fdmon_ctls);
     F(handler_visits);
     F(callbacks);
     F(bh_runs);

@@ -27,14 +27,14 @@ typedef struct aiol_loop aiol_loop;
 /**
  * Counters a loop keeps about its own work.  They exist so tests can assert
  * complexity by counting work instead of timing it.  Updated by the polling
- * thread (monitor_ctls: under the loop's handler lock); read them from the
+ * thread (fdmon_ctls: under the loop's handler lock); read them from the
  * polling thread or while the loop is idle.  New fields are only ever added
  * at the end.
  */
 typedef struct aiol_loop_stats {
     uint64_t iterations;     /**< poll calls, nested ones included */
-    uint64_t monitor_waits;  /**< waits on the fd monitor (epoll_wait, poll...) */
-    uint64_t monitor_ctls;   /**< registration syscalls (epoll_ctl...) */
+    uint64_t fdmon_waits;  /**< waits on the fd monitor (epoll_wait, poll...) */
+    uint64_t fdmon_ctls;   /**< registration syscalls (epoll_ctl...) */
     uint64_t handler_visits; /**< ready-list entries examined by dispatch */
     uint64_t callbacks;      /**< fd callbacks invoked (read and write) */
     uint64_t bh_runs;        /**< bottom-half callbacks invoked */

@@ -13,7 +13,7 @@
 #   iothread-native    on an iothread, aio=native (cache.direct=on)
 #   iothread-io_uring  on an iothread, aio=io_uring
 #   mainloop-threads   on the main loop, aio=threads
-# Each runs once per AIOLOOP_BACKEND in $GUEST_BACKENDS (default: epoll
+# Each runs once per AIOLOOP_FDMON in $GUEST_BACKENDS (default: epoll
 # io_uring poll).  Every QEMU runs under `timeout` and is killed by its
 # saved PID whatever happens.
 #
@@ -78,7 +78,7 @@ run_case() {
     case $name in
         iothread-*) dev+=",iothread=io0" ;;
     esac
-    AIOLOOP_BACKEND=$backend guest_spawn "$boot_timeout" "$dir/qemu.log" \
+    AIOLOOP_FDMON=$backend guest_spawn "$boot_timeout" "$dir/qemu.log" \
         "$qemu" "${guest_qemu_args[@]}" -m 512 -smp 2 \
         -initrd "$guest_initrd" -append "$guest_append" \
         -serial "file:$dir/console.log" \

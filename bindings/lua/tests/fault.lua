@@ -5,7 +5,7 @@
 -- raised must have left nothing behind; one that returned must have done
 -- all it said; the loop stays usable throughout.
 local aioloop = require("aioloop")
-local loop <close> = aioloop.new(os.getenv("AIOLOOP_BACKEND"))
+local loop <close> = aioloop.new(os.getenv("AIOLOOP_FDMON"))
 local failures, checked = 0, 0
 
 -- runs f under a failure at allocation n; returns ok, reached

@@ -1,13 +1,13 @@
 -- test_aioloop.lua - the Lua binding (bindings/lua/aioloop.c), plain
 -- lua5.4: every test_* function below runs on a fresh loop on the backend
--- in AIOLOOP_BACKEND (meson runs the file once per backend), and the
+-- in AIOLOOP_FDMON (meson runs the file once per backend), and the
 -- closing line counts passed and failed tests; exit 1 if any failed.
 local aioloop = require("aioloop")
 
 local T = {}
 
 local function with_loop(fn)
-  local loop <close> = aioloop.new(os.getenv("AIOLOOP_BACKEND"))
+  local loop <close> = aioloop.new(os.getenv("AIOLOOP_FDMON"))
   fn(loop)
 end
 
@@ -26,7 +26,7 @@ function T.test_backend_and_stats()
   with_loop(function(loop)
     local b = loop:backend()
     assert(b == "epoll" or b == "io_uring" or b == "poll", b)
-    local want = os.getenv("AIOLOOP_BACKEND")
+    local want = os.getenv("AIOLOOP_FDMON")
     if want then assert(b == want, b .. " instead of " .. want) end
     local s0 = loop:stats()
     for _ = 1, 3 do loop:poll(false) end
@@ -381,5 +381,5 @@ for _, name in ipairs(names) do
   end
 end
 print(("lua [%s]: %d passed, %d failed"):format(
-  os.getenv("AIOLOOP_BACKEND") or "default", passed, failed))
+  os.getenv("AIOLOOP_FDMON") or "default", passed, failed))
 os.exit(failed == 0 and 0 or 1)

@@ -76,7 +76,7 @@ TimerHandle = _speed.TimerHandle
 class Loop(_speed.Core):
     """A libaioloop loop: fd handlers, bottom halves, timers, nested polls.
 
-    backend: "epoll", "io_uring", "poll" or None (AIOLOOP_BACKEND, else the
+    backend: "epoll", "io_uring", "poll" or None (AIOLOOP_FDMON, else the
     default).  A context manager: leaving the block closes the loop.
 
     call_soon(), call_soon_threadsafe() and poll() are in C (_speed.c),

@@ -19,8 +19,8 @@ typedef bool aiol_poll_fn(void *opaque);
 
 typedef struct aiol_loop_stats {
     uint64_t iterations;
-    uint64_t monitor_waits;
-    uint64_t monitor_ctls;
+    uint64_t fdmon_waits;
+    uint64_t fdmon_ctls;
     uint64_t handler_visits;
     uint64_t callbacks;
     uint64_t bh_runs;

@@ -25,7 +25,7 @@
  *   MS_PER_RUN  target length of one run (default 200); iteration counts
  *             are calibrated from a warm-up so every size takes about
  *             the same time
- * Environment: AIOLOOP_BACKEND (the fork's backend; echoed as backend=),
+ * Environment: AIOLOOP_FDMON (the fork's backend; echoed as backend=),
  * AIO_BENCH_NO_IO_URING=1 (see below).
  *
  * Output: one line of key=value pairs, e.g.
@@ -471,7 +471,7 @@ int main(int argc, char **argv)
         check = "expired";
     }
 
-    backend = getenv("AIOLOOP_BACKEND");
+    backend = getenv("AIOLOOP_FDMON");
     if (!strcmp(AIO_BENCH_BUILD, "stock")) {
         backend = no_io_uring ? "no-io_uring" : "-";
     }

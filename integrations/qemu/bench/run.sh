@@ -14,7 +14,7 @@
 #    and WORKDIR/bench-fork/aio-bench.
 #    --compile-only stops here.
 # 3. Runs every case as its own process, interleaved by case: stock, then
-#    the fork with AIOLOOP_BACKEND=epoll, io_uring and poll; ROUNDS times
+#    the fork with AIOLOOP_FDMON=epoll, io_uring and poll; ROUNDS times
 #    over (a fresh process each, since a process's own layout shifts its
 #    timing by a few % on this machine).
 #    --table-only skips 2 and 3 and prints the table of the last run.
@@ -143,7 +143,7 @@ cases=(
     "addrm glib 1 1000 10000"
     "timer_mod plain 1000 10000 100000"
 )
-# build[:AIOLOOP_BACKEND].  stock-noiou is stock with io_uring_setup(2)
+# build[:AIOLOOP_FDMON].  stock-noiou is stock with io_uring_setup(2)
 # refused (AIO_BENCH_NO_IO_URING=1), so aio-posix.c runs on fdmon-epoll:
 # run for the plain cases only, where stock would use fdmon-io_uring (with
 # glib attached stock never uses io_uring).
@@ -168,7 +168,7 @@ for c in "${cases[@]}"; do
             [ "$b" = stock-noiou ] && { b=stock; noiou=1; be=no-io_uring; }
             line=
             rc=0
-            line=$(env ${be:+AIOLOOP_BACKEND=$be} ${noiou:+AIO_BENCH_NO_IO_URING=1} "${nice_cmd[@]}" \
+            line=$(env ${be:+AIOLOOP_FDMON=$be} ${noiou:+AIO_BENCH_NO_IO_URING=1} "${nice_cmd[@]}" \
                    timeout "$case_timeout" "$work/bench-$b/aio-bench" \
                    "$workload" "$variant" "$n" "$runs" "$ms" 2>"$work/bench-$b/last-stderr.txt") || rc=$?
             if [ $rc -ne 0 ] || [ -z "$line" ]; then

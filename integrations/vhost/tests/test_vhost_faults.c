@@ -231,7 +231,7 @@ static void test_blk_alloc_sweep(void **state)
     }
     assert_true(k < 5000 && k > 3);
     print_message("blk alloc sweep (%s): %ld allocation points\n",
-                  getenv("AIOLOOP_BACKEND") ? getenv("AIOLOOP_BACKEND") : "",
+                  getenv("AIOLOOP_FDMON") ? getenv("AIOLOOP_FDMON") : "",
                   k - 1);
     assert_int_equal(total_failed, k - 1);
 }
