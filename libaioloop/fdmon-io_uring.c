@@ -40,7 +40,7 @@
  * flight: their completions arrive on the ring, so the host must poll the
  * ring fd then (embed_fds gives -EBUSY).
  * If no ring can be created (ENOSYS, EPERM from seccomp or
- * io_uring_disabled, ENOMEM), init fails and the default backend choice
+ * io_uring_disabled, ENOMEM), init fails and the default fd monitor choice
  * falls back to epoll.
  */
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * fdmon.h - the fd-monitor interface: what a backend (fdmon-*.c)
+ * fdmon.h - the fd-monitor interface: what an fd monitor (fdmon-*.c)
  * implements, and the few parts of the loop it may use.
  *
  * A monitor watches the fds of the loop's handlers and, when the loop
@@ -57,7 +57,7 @@
  * AIOL__EV_* <-> poll(2) bits, shared by every monitor: io_uring's
  * POLL_ADD takes poll bits, and epoll's EPOLL* bits have the same values
  * (fdmon-epoll.c asserts it).  Input also asks for POLLRDHUP, so a peer's
- * shutdown runs the read callback on every backend.
+ * shutdown runs the read callback on every fd monitor.
  */
 static inline unsigned aiol__events_to_poll(unsigned events)
 {

@@ -8,7 +8,7 @@
  * subsystem's private header: loop-priv.h (iteration, walking counter,
  * teardown), bh-priv.h, timer-priv.h, notify-priv.h, busypoll-priv.h,
  * embed-priv.h, uring-priv.h; fdmon.h is the fd-monitor interface, and
- * with this file a backend's whole world.
+ * with this file an fd monitor's whole world.
  */
 #ifndef AIOLOOP_INTERNAL_H
 #define AIOLOOP_INTERNAL_H

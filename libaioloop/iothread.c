@@ -32,7 +32,7 @@ static void *iothread_run(void *opaque)
     return NULL;
 }
 
-int aiol_iothread_new(const char *backend, aiol_iothread **out)
+int aiol_iothread_new(const char *fdmon, aiol_iothread **out)
 {
     aiol_iothread *t;
     int ret;
@@ -42,7 +42,7 @@ int aiol_iothread_new(const char *backend, aiol_iothread **out)
     if (t == NULL) {
         return -ENOMEM;
     }
-    ret = aiol_loop_new(&t->loop, backend);
+    ret = aiol_loop_new(&t->loop, fdmon);
     if (ret < 0) {
         free(t);
         return ret;

@@ -1,5 +1,5 @@
 /*
- * loop.c - loop lifetime, backend selection and one poll iteration.
+ * loop.c - loop lifetime, fd monitor selection and one poll iteration.
  *
  * One iteration (aiol_loop_poll_deadline):
  *   1. enter the walking counter, so nothing removed from now on is freed

@@ -1,6 +1,6 @@
 /*
  * uring-req.c - io_uring requests on the loop's own ring (aioloop/uring.h;
- * uring.c checks the public calls' arguments and backend).
+ * uring.c checks the public calls' arguments and fd monitor).
  *
  * Requests.  aiol_uring_submit() puts a caller-prepared SQE on the same
  * ring with a pointer to its aiol_uring_req as user_data (8-byte aligned,

@@ -7,7 +7,7 @@
  * (6.1+), created disabled and enabled by the first thread that polls it,
  * which becomes its only submitter.  DEFER_TASKRUN runs completion work
  * only when we ask for events, in batches, which is what lets the ring
- * keep up with epoll (docs/backend-io_uring.md has the measurements).  A loop
+ * keep up with epoll (docs/fdmon-io_uring.md has the measurements).  A loop
  * may be polled by different threads over time, though (QEMU's main context
  * is polled by whichever thread holds its lock); when another thread polls
  * a bound ring, the ring is rebuilt "shared" (COOP_TASKRUN|TASKRUN_FLAG,

@@ -1,6 +1,6 @@
 /*
  * uring.c - the public request API of aioloop/uring.h.  The work is done by
- * the io_uring monitor (fdmon-io_uring.c); on any other backend, or when
+ * the io_uring monitor (fdmon-io_uring.c); on any other fd monitor, or when
  * built without liburing, these calls report -ENOTSUP.
  */
 #include <errno.h>

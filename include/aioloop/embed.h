@@ -104,7 +104,7 @@ bool aiol_loop_dispatch(aiol_loop *loop);
  *         watched; -EBUSY on io_uring while aioloop/uring.h requests are
  *         in flight, since their completions arrive on the ring, or while
  *         the ring has too little room to cancel every poll; -ENOTSUP on
- *         a backend without direct embedding (none of the built-in ones).  On error, poll
+ *         an fd monitor without direct embedding (none of the built-in ones).  On error, poll
  *         aiol_loop_fd_get() this round.
  */
 int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);

@@ -3,7 +3,7 @@
  *
  * A loop holds at most one handler per fd.  A handler has read, write and
  * busy-poll callbacks plus one opaque pointer that every callback receives.
- * Events are level-triggered on every backend: while the fd stays readable
+ * Events are level-triggered on every fd monitor: while the fd stays readable
  * the read callback runs on every iteration.
  *
  * Lookup, add, replace and remove are O(1) in the number of handlers.
@@ -74,11 +74,11 @@ typedef struct aiol_fd_ops {
  * any readiness already collected for it, and nothing is allocated.
  *
  * An fd without a poll method (a regular file) is accepted on every
- * backend and reported ready at every iteration, as poll(2) reports it.
+ * fd monitor and reported ready at every iteration, as poll(2) reports it.
  *
- * Setting a handler makes no syscall: every backend hands new
+ * Setting a handler makes no syscall: every fd monitor hands new
  * registrations to the kernel at its next wait (or aiol_loop_prepare()).
- * (One exception: the poll backend, once aiol_loop_fd_get() made its
+ * (One exception: the poll fd monitor, once aiol_loop_fd_get() made its
  * epoll mirror, changes the mirror at once, and reports its errors.)
  * So an fd that is closed by then, or was already closed when it was set,
  * is not refused here: the monitor finds it out, never runs the handler's
@@ -90,7 +90,7 @@ typedef struct aiol_fd_ops {
  * @return 0; -EBADF for a negative fd or one at or above the hard
  *         RLIMIT_NOFILE (no open fd can have that number; the check keeps
  *         a stray number from growing the fd-indexed tables to its size);
- *         -ENOMEM; on the poll backend with an embedding mirror, what
+ *         -ENOMEM; on the poll fd monitor with an embedding mirror, what
  *         epoll_ctl gives (-ENOSPC: max_user_watches).  On error the loop
  *         is unchanged: a previous handler stays.
  */
@@ -119,7 +119,7 @@ int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
  * with EEXIST reuses it) or reports an event (then that thread DELs it at
  * its next wait), and a registration whose file outlived the closed fd
  * (a dup, an eventfd another process or KVM holds) is dropped at its
- * first event by rebuilding the epoll set (docs/backend-epoll.md).  Once
+ * first event by rebuilding the epoll set (docs/fdmon-epoll.md).  Once
  * aiol_loop_fd_get() has handed the epoll fd out, epoll DELs here from
  * any thread.  io_uring cancels its poll at the next wait.  Either way a
  * removed fd may wake one wait that then runs nothing.

@@ -21,11 +21,11 @@ extern "C" {
 typedef struct aiol_iothread aiol_iothread;
 
 /**
- * Creates a loop on @p backend (as aiol_loop_new()) and starts a thread
+ * Creates a loop on @p fdmon (as aiol_loop_new()) and starts a thread
  * polling it.
  * @return 0, an aiol_loop_new() error, or pthread_create's error (negative).
  */
-int aiol_iothread_new(const char *backend, aiol_iothread **out);
+int aiol_iothread_new(const char *fdmon, aiol_iothread **out);
 
 /** The iothread's loop.  Valid until aiol_iothread_free(). */
 aiol_loop *aiol_iothread_loop_get(aiol_iothread *iothread);

@@ -112,8 +112,8 @@ void aiol_loop_free(aiol_loop *loop);
  * child) it does nothing and returns 0.  Must not be called from inside
  * the loop's own poll.
  *
- * @return 0; -ENOTSUP for a backend that cannot do it; or -EMFILE,
- *         -ENOMEM, the backend's own error: the loop is then still the
+ * @return 0; -ENOTSUP for an fd monitor that cannot do it; or -EMFILE,
+ *         -ENOMEM, the fd monitor's own error: the loop is then still the
  *         parent's (its monitor untouched; it may already have its own
  *         notify eventfd), and the child may call this again or only
  *         aiol_loop_free() it, which stays safe for the parent.
@@ -137,7 +137,7 @@ bool aiol_loop_poll(aiol_loop *loop, bool blocking);
  * Like aiol_loop_poll() but waits at most until @p deadline_ns on the
  * CLOCK_MONOTONIC clock of aiol_mono_time_get().  A deadline in the past
  * (0, say) never blocks; AIOL_DEADLINE_NONE blocks as long as needed.
- * The wait has nanosecond precision on every backend.  Meant for embedders
+ * The wait has nanosecond precision on every fd monitor.  Meant for embedders
  * that own the outer deadline.
  */
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);

@@ -1,6 +1,6 @@
 /*
  * aioloop/uring.h - submitting arbitrary io_uring requests on the loop's
- * own ring (io_uring backend only).
+ * own ring (io_uring fd monitor only).
  *
  * A storage backend can do its reads, writes and fsyncs on the ring the
  * loop already waits on: the requests go to the kernel in the same
