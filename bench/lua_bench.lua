@@ -185,7 +185,7 @@ for _, w in ipairs(workloads) do
 end
 
 print(("lua-bench: Lua %s, luv %s (libuv), aioloop on %s, %d rounds")
-      :format(_VERSION, uv.version_string(), aioloop.new():backend(), rounds))
+      :format(_VERSION, uv.version_string(), aioloop.new():fdmon(), rounds))
 print("| workload | aioloop (ns/event) | luv (ns/event) | aioloop / luv |")
 print("|---|---:|---:|---:|")
 for _, r in ipairs(results) do

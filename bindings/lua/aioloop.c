@@ -3,12 +3,12 @@
  * call_soon is in soon.c.
  *
  *   local aioloop = require("aioloop")
- *   local loop = aioloop.new([backend])
+ *   local loop = aioloop.new([fdmon])
  *   loop:add_reader(fd, f) / add_writer / remove_reader / remove_writer
  *   loop:call_soon(f, ...) -> handle (:cancel())
  *   loop:call_later(seconds, f, ...) -> timer (:cancel())
  *   loop:notify(), loop:poll([blocking]), loop:run(), loop:stop(),
- *   loop:stats(), loop:backend(),
+ *   loop:stats(), loop:fdmon(),
  *   loop:time(), loop:close(), loop:closed()
  *   aioloop.fileno(file) -> the fd of a Lua file object
  *   aioloop.pipe() -> r, w: a non-blocking pipe as two Lua files
@@ -361,7 +361,7 @@ static int l_timer_armed(lua_State *L)
 
 static int l_new(lua_State *L)
 {
-    const char *backend = luaL_optstring(L, 1, NULL);
+    const char *fdmon = luaL_optstring(L, 1, NULL);
     lloop *ll = lua_newuserdatauv(L, sizeof(*ll), 0);
     int ret;
 
@@ -369,11 +369,11 @@ static int l_new(lua_State *L)
     ll->errref = LUA_NOREF;
     ll->qref = LUA_NOREF;
     luaL_setmetatable(L, LOOP_MT);
-    ret = aiol_loop_new(&ll->loop, backend);
+    ret = aiol_loop_new(&ll->loop, fdmon);
     if (ret < 0) {
         ll->loop = NULL;
         return luaL_error(L, "aioloop.new(%s): %s",
-                          backend ? backend : "default", strerror(-ret));
+                          fdmon ? fdmon : "default", strerror(-ret));
     }
     ret = aiol_bh_new(ll->loop, aiol__lua_soon_run, ll, &ll->soon_bh);
     if (ret < 0) {
@@ -450,7 +450,7 @@ static int l_notify(lua_State *L)
     return 0;
 }
 
-static int l_backend(lua_State *L)
+static int l_fdmon(lua_State *L)
 {
     lua_pushstring(L, aiol_loop_fdmon_get(check_loop(L, 1)->loop));
     return 1;
@@ -547,7 +547,7 @@ static const luaL_Reg loop_methods[] = {
     { "run", l_run },
     { "stop", l_stop },
     { "stats", l_stats },
-    { "backend", l_backend },
+    { "fdmon", l_fdmon },
     { "time", l_time },
     { "close", l_close },
     { "closed", l_closed },
@@ -663,6 +663,6 @@ int luaopen_aioloop(lua_State *L)
     lua_rawseti(L, -2, 2);
     lua_pushstring(L, "poll");
     lua_rawseti(L, -2, 3);
-    lua_setfield(L, -2, "BACKENDS");
+    lua_setfield(L, -2, "FDMONS");
     return 1;
 }

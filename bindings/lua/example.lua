@@ -5,7 +5,7 @@
 local aioloop = require("aioloop")
 
 local loop <close> = aioloop.new()     -- or aioloop.new("io_uring")...
-print("backend: " .. loop:backend())
+print("fdmon: " .. loop:fdmon())
 
 -- a pipe (aioloop.pipe(): non-blocking, two Lua files)
 local r, w = aioloop.pipe()

@@ -115,4 +115,4 @@ end
 
 assert(failures > 0, "no allocation ever failed: the sweep tested nothing")
 print(("lua-fault [%s]: %d points, %d failed calls absorbed")
-      :format(loop:backend(), checked, failures))
+      :format(loop:fdmon(), checked, failures))

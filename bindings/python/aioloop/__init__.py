@@ -2,7 +2,7 @@
 
     import aioloop
 
-    with aioloop.Loop() as loop:              # backend=None: the default
+    with aioloop.Loop() as loop:              # fdmon=None: the default
         loop.add_reader(sock, on_readable)    # fds or objects with fileno()
         loop.call_soon(print, "soon")         # a bottom half
         loop.call_later(0.5, print, "later")  # a timer
@@ -32,10 +32,10 @@ if lib.aiol_py_speed_register() != 0:
     raise ImportError("aioloop: cannot set up aioloop._speed")
 from . import _speed  # (the C hot path: _speed.c)
 
-__all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "BACKENDS"]
+__all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "FDMONS"]
 
-#: The backend names libaioloop knows (io_uring only where built with it).
-BACKENDS = ("epoll", "io_uring", "poll")
+#: The fd monitors libaioloop knows (io_uring only where built with it).
+FDMONS = ("epoll", "io_uring", "poll")
 
 _NS = 1000000000
 
@@ -76,16 +76,16 @@ TimerHandle = _speed.TimerHandle
 class Loop(_speed.Core):
     """A libaioloop loop: fd handlers, bottom halves, timers, nested polls.
 
-    backend: "epoll", "io_uring", "poll" or None (AIOLOOP_FDMON, else the
+    fdmon: "epoll", "io_uring", "poll" or None (AIOLOOP_FDMON, else the
     default).  A context manager: leaving the block closes the loop.
 
     call_soon(), call_soon_threadsafe() and poll() are in C (_speed.c),
     as is the dispatch into every callback.
     """
 
-    def __init__(self, backend=None):
-        if backend is not None and not isinstance(backend, str):
-            raise TypeError("backend must be a str or None")
+    def __init__(self, fdmon=None):
+        if fdmon is not None and not isinstance(fdmon, str):
+            raise TypeError("fdmon must be a str or None")
         self._loop = None
         self._owner = _threading.get_ident()
         self._fds = {}          # fd -> _speed.Fd
@@ -96,7 +96,7 @@ class Loop(_speed.Core):
         # handler ends the poll, so Python can run its signal handler.
         self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
         try:
-            self._start(backend)
+            self._start(fdmon)
         except BaseException:
             if self._loop is not None:
                 lib.aiol_loop_free(self._loop)  # (nothing registered yet)
@@ -105,13 +105,13 @@ class Loop(_speed.Core):
             _os.close(self._sig_w)
             raise
 
-    def _start(self, backend):
+    def _start(self, fdmon):
         out = ffi.new("aiol_loop **")
-        name = backend.encode() if backend is not None else ffi.NULL
+        name = fdmon.encode() if fdmon is not None else ffi.NULL
         rc = lib.aiol_loop_new(out, name)
-        if rc == -_errno.EINVAL and backend is not None:
-            raise ValueError("unknown or unavailable backend %r" % backend)
-        _check(rc, "aiol_loop_new(%r)" % (backend,))
+        if rc == -_errno.EINVAL and fdmon is not None:
+            raise ValueError("unknown or unavailable fd monitor %r" % fdmon)
+        _check(rc, "aiol_loop_new(%r)" % (fdmon,))
         self._loop = out[0]
         # The C side: the call_soon FIFO's bottom half, the signal pipe's
         # handler, the block hooks that release the GIL.
@@ -121,7 +121,7 @@ class Loop(_speed.Core):
     # ------------------------------------------------------------ basics
 
     @property
-    def backend(self):
+    def fdmon(self):
         """The fd monitor the loop runs on: "epoll", "io_uring" or "poll"."""
         self._open_check()
         return ffi.string(lib.aiol_loop_fdmon_get(self._loop)).decode()
@@ -312,12 +312,12 @@ class IOThread:
     manager: leaving the block stops the thread.
     """
 
-    def __init__(self, backend=None, name="aioloop-iothread"):
+    def __init__(self, fdmon=None, name="aioloop-iothread"):
         self.loop = None
         self._error = None
         self._stopping = False
         self._started = _threading.Event()
-        self._thread = _threading.Thread(target=self._run, args=(backend,),
+        self._thread = _threading.Thread(target=self._run, args=(fdmon,),
                                          name=name, daemon=True)
         self._thread.start()
         self._started.wait()
@@ -325,9 +325,9 @@ class IOThread:
             self._thread.join()
             raise self._error
 
-    def _run(self, backend):
+    def _run(self, fdmon):
         try:
-            self.loop = Loop(backend)
+            self.loop = Loop(fdmon)
         except BaseException as e:
             self._error = e
             self._started.set()

@@ -32,7 +32,7 @@ typedef struct aiol_loop_stats {
 
 #define AIOL_DEADLINE_NONE ...
 
-int aiol_loop_new(aiol_loop **out, const char *backend);
+int aiol_loop_new(aiol_loop **out, const char *fdmon);
 void aiol_loop_free(aiol_loop *loop);
 const char *aiol_loop_fdmon_get(const aiol_loop *loop);
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);

@@ -1,4 +1,4 @@
-"""Loop scenarios written in Python, run on every backend.
+"""Loop scenarios written in Python, run on every fd monitor.
 
 Each test is also an example of scripting a loop test: make fds ready,
 schedule work, poll, and assert on what ran and how often.  Run with
@@ -19,23 +19,23 @@ import pytest
 import aioloop
 
 
-def _available(backend):
+def _available(fdmon):
     try:
-        aioloop.Loop(backend).close()
+        aioloop.Loop(fdmon).close()
         return True
     except (OSError, ValueError):
         return False
 
 
-BACKENDS = [pytest.param(b, marks=pytest.mark.skipif(
-    not _available(b), reason="backend %s cannot start here" % b))
-    for b in aioloop.BACKENDS]
+FDMONS = [pytest.param(b, marks=pytest.mark.skipif(
+    not _available(b), reason="fd monitor %s cannot start here" % b))
+    for b in aioloop.FDMONS]
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=FDMONS)
 def loop(request):
     with aioloop.Loop(request.param) as lp:
-        assert lp.backend == request.param
+        assert lp.fdmon == request.param
         yield lp
 
 
@@ -276,7 +276,7 @@ def test_bad_input_raises(loop, pipe):
     with pytest.raises(ValueError):
         loop.set_poll_params(-1)
     with pytest.raises(ValueError):
-        aioloop.Loop("no-such-backend")
+        aioloop.Loop("no-such-fdmon")
 
 
 def test_wrong_thread_and_closed_loop_raise(loop):
@@ -383,13 +383,13 @@ def test_busy_poll_callback_finds_work(loop, pipe):
 
 # ------------------------------------------------------------ IOThread
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_iothread_runs_work_from_other_threads(backend, pipe):
+@pytest.mark.parametrize("fdmon", FDMONS)
+def test_iothread_runs_work_from_other_threads(fdmon, pipe):
     r, w = pipe
     done = threading.Event()
     seen = []
-    with aioloop.IOThread(backend) as io:
-        assert io.loop.backend == backend
+    with aioloop.IOThread(fdmon) as io:
+        assert io.loop.fdmon == fdmon
         io.loop.call_soon_threadsafe(
             lambda: seen.append(threading.current_thread().name))
 
@@ -455,8 +455,8 @@ def test_no_growth_over_100k_cycles(loop, pipe):
     del resource
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_emfile_is_an_oserror(backend):
+@pytest.mark.parametrize("fdmon", FDMONS)
+def test_emfile_is_an_oserror(fdmon):
     import subprocess
     code = (
         "import errno, resource, aioloop\n"
@@ -469,7 +469,7 @@ def test_emfile_is_an_oserror(backend):
         "    assert e.errno == errno.EMFILE, e\n"
         "    print('EMFILE after', len(loops))\n"
         "else:\n"
-        "    raise SystemExit('no EMFILE')\n" % backend)
+        "    raise SystemExit('no EMFILE')\n" % fdmon)
     out = subprocess.run([sys.executable, "-c", code], capture_output=True,
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr

@@ -26,17 +26,17 @@ from hypothesis.stateful import (RuleBasedStateMachine, initialize,
 
 import aioloop
 
-from test_loop import BACKENDS
+from test_loop import FDMONS
 
 NFDS = 6
 
 
 class LoopModel(RuleBasedStateMachine):
-    backend = None
+    fdmon = None
 
     @initialize()
     def setup(self):
-        self.loop = aioloop.Loop(self.backend)
+        self.loop = aioloop.Loop(self.fdmon)
         self.pipes = [os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
                       for _ in range(NFDS)]
         self.registered = {}      # i -> kind ("plain", "remover", "nester")
@@ -133,10 +133,10 @@ class LoopModel(RuleBasedStateMachine):
         # unless it was removed meanwhile.
         expect = {i for i in before if i in self.ready}
         # io_uring may report readiness that has gone since (documented in
-        # docs/backend-io_uring.md): an fd made ready and drained again
+        # docs/fdmon-io_uring.md): an fd made ready and drained again
         # before the poll may still run.
         allowed = set(expect)
-        if self.backend == "io_uring":
+        if self.fdmon == "io_uring":
             allowed |= {i for i in before if i in self.touched}
         self.touched = set()
         # (two nested polls, from two nesters, may each run a reader that
@@ -161,9 +161,9 @@ class LoopModel(RuleBasedStateMachine):
             assert not self.loop.closed
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
-def test_model(backend):
-    machine = type("LoopModel_" + backend, (LoopModel,), {"backend": backend})
+@pytest.mark.parametrize("fdmon", FDMONS)
+def test_model(fdmon):
+    machine = type("LoopModel_" + fdmon, (LoopModel,), {"fdmon": fdmon})
     machine.TestCase.settings = settings(
         max_examples=60, stateful_step_count=40, deadline=None,
         database=None, suppress_health_check=list(HealthCheck))

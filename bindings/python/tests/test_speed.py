@@ -1,5 +1,5 @@
 """The C hot path (aioloop/_speed.c): what moving call_soon, dispatch and
-poll() into C must not change, run on every backend.
+poll() into C must not change, run on every fd monitor.
 
 meson runs these with `python3 -X dev`: the interpreter's debug allocator
 and runtime checks then stop a test whose callbacks run without the GIL
@@ -15,10 +15,10 @@ import weakref
 import pytest
 
 import aioloop
-from test_loop import BACKENDS, drain, pipe  # noqa: F401 (fixtures)
+from test_loop import FDMONS, drain, pipe  # noqa: F401 (fixtures)
 
 
-@pytest.fixture(params=BACKENDS)
+@pytest.fixture(params=FDMONS)
 def loop(request):
     with aioloop.Loop(request.param) as lp:
         yield lp
