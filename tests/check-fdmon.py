@@ -2,7 +2,7 @@
 """Holds every fd monitor (libaioloop/fdmon-*.c and the files a monitor
 split into, OWN_HEADERS below) to what fdmon.h names.
 
-libaioloop/fdmon.h says that it and internal.h are a backend's whole
+libaioloop/fdmon.h says that it and internal.h are an fd monitor's whole
 world, and lists what of the loop a monitor may use.  This check makes
 the list true:
 

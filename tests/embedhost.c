@@ -1,6 +1,6 @@
 /*
  * embedhost.c - the host-adapter scenarios (embedhost.h): a loop driven
- * only by its host's run(), once per backend (AIOLOOP_FDMON).
+ * only by its host's run(), once per fd monitor (AIOLOOP_FDMON).
  *
  * fd handlers in direct mode (dispatching asks the fd monitor nothing)
  * and, past the adapter's direct maximum, through the loop fd; bottom

@@ -1,5 +1,5 @@
 /*
- * test_bh.c - bottom-half tests, run once per backend ($AIOLOOP_FDMON).
+ * test_bh.c - bottom-half tests, run once per fd monitor ($AIOLOOP_FDMON).
  *
  * Every test makes its own loop.  Bottom halves record their runs (and the
  * global order of runs) in a struct rec; tests assert on those records and
@@ -577,7 +577,7 @@ static void test_bh_cross_thread_wakes_blocking_poll(void **state)
     x.delay_ns = LW_MS(5);
     atomic_init(&x.runs, 0);
     /*
-     * A loop may start with a wakeup pending (the poll backend notifies
+     * A loop may start with a wakeup pending (the poll fd monitor notifies
      * itself when a handler, here its own notifier, is set): consume it so
      * that only the bottom half can end the blocking polls below.
      */
@@ -776,7 +776,7 @@ int main(void)
     };
     char name[64];
 
-    /* exits 77 here, before any test runs, when the backend is missing */
+    /* exits 77 here, before any test runs, when the fd monitor is missing */
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "bh-%s",
              tu_fdmon_requested() ? tu_fdmon_requested() : "default");

@@ -1,5 +1,5 @@
 /*
- * test_blockhooks.c - aiol_loop_block_hooks_set(), run once per backend.
+ * test_blockhooks.c - aiol_loop_block_hooks_set(), run once per fd monitor.
  *
  * The hooks bracket exactly the waits that may sleep: a binding releases
  * its interpreter lock in before() and takes it back in after(), so a

@@ -1,5 +1,5 @@
 /*
- * test_busypoll.c - adaptive busy polling, run once per backend.
+ * test_busypoll.c - adaptive busy polling, run once per fd monitor.
  *
  * The busy-poll window is not visible through the API, so tests observe it
  * through what it causes: poll_rounds (a round over the poll callbacks
@@ -209,7 +209,7 @@ static void test_busypoll_dispatches_poll_ready(void **state)
      */
     ph_del(&h);
     ph_add(&h, loop, true);
-    /* (on the poll backend, setting a handler leaves a wakeup pending) */
+    /* (on the poll fd monitor, setting a handler leaves a wakeup pending) */
     assert_false(aiol_loop_poll(loop, false));
     h.work = true;
     before = lw_stats(loop);

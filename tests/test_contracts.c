@@ -8,7 +8,7 @@
  * poll, and checks the child aborted with the assertion's message.  In a
  * build with NDEBUG the assertions are compiled out and the suite skips;
  * under TSan too, which reports the (deliberate) race before the assert.
- * Once per backend.
+ * Once per fd monitor.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -162,6 +162,6 @@ int main(void)
     printf("SKIP: under TSan (the cases race on purpose)\n");
     return TU_EXIT_SKIP;
 #endif
-    aiol_loop_free(tu_loop_new()); /* exits 77 if the backend cannot run */
+    aiol_loop_free(tu_loop_new()); /* exits 77 if the fd monitor cannot run */
     return cmocka_run_group_tests_name("contracts", tests, NULL, NULL);
 }

@@ -1,8 +1,8 @@
 /*
  * test_embed.c - driving a loop from a host loop (get_fd, prepare, check,
- * dispatch) and embedder phases, run once per backend.
+ * dispatch) and embedder phases, run once per fd monitor.
  *
- * Every backend has a loop fd (the poll backend's is an epoll mirror of
+ * Every fd monitor has a loop fd (the poll fd monitor's is an epoll mirror of
  * its fds, made on demand).  The host's poll(2) on the loop fd uses a
  * zero timeout wherever the answer must already be known, so no test
  * waits on wall-clock time except for a deadline the test itself set.
@@ -59,7 +59,7 @@ static aiol_loop *settled_loop(void)
     return loop;
 }
 
-/* The loop fd, or skip the test on a backend without one. */
+/* The loop fd, or skip the test on an fd monitor without one. */
 static int loop_fd(aiol_loop *loop)
 {
     int fd = aiol_loop_fd_get(loop);
@@ -160,10 +160,10 @@ static void test_embed_get_fd_readable(void **state)
 }
 
 /*
- * Every backend is embeddable (poll through an epoll mirror), and handlers
+ * Every fd monitor is embeddable (poll through an epoll mirror), and handlers
  * set before and after the first aiol_loop_fd_get() both wake the host.
  */
-static void test_embed_get_fd_every_backend(void **state)
+static void test_embed_get_fd_every_fdmon(void **state)
 {
     aiol_loop *loop = settled_loop();
     efd_h before = { .fd = tu_eventfd() }, after = { .fd = tu_eventfd() };
@@ -755,8 +755,8 @@ static void test_embed_idle_bh_becomes_due(void **state)
 /*
  * A regular file is always ready (fd.h), also for a host sleeping on the
  * loop fd: epoll refuses regular files, so on epoll and on the poll
- * backend's mirror prepare() must say "do not sleep" (on the poll
- * backend the host used to sleep to its timeout and never dispatch).
+ * fd monitor's mirror prepare() must say "do not sleep" (on the poll
+ * fd monitor the host used to sleep to its timeout and never dispatch).
  */
 static void test_embed_regular_file_wakes_host(void **state)
 {
@@ -791,7 +791,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         T(test_embed_get_fd_readable),
-        T(test_embed_get_fd_every_backend),
+        T(test_embed_get_fd_every_fdmon),
         T(test_embed_prepare_deadlines),
         T(test_embed_check_timer_due),
         T(test_embed_prepare_notify_makes_fd_readable),

@@ -1,6 +1,6 @@
 /*
  * test_ev.c - aioloop-ev (aioloop/ev.h): the host scenarios of
- * embedhost.c with the loop driven only by ev_run(), once per backend,
+ * embedhost.c with the loop driven only by ev_run(), once per fd monitor,
  * and attach/detach in every order, including a detach between the
  * adapter's prepare and its check (the ASan build checks that nothing
  * leaks).  An ev_timer ends any ev_run() that would otherwise hang, and

@@ -1,5 +1,5 @@
 /*
- * test_fallback.c - backend selection when a monitor cannot start.
+ * test_fallback.c - fd monitor selection when a monitor cannot start.
  *
  * Each test forks a child that installs a seccomp filter making chosen
  * syscalls fail with a chosen errno (io_uring_setup, epoll_create1), then
@@ -153,7 +153,7 @@ static void check_loop_works(aiol_loop *l)
     close(fd);
 }
 
-/* aiol_loop_new(name) must succeed on backend @p want and give a working loop */
+/* aiol_loop_new(name) must give a working loop on fd monitor @p want */
 static void check_new_lands_on(const char *name, const char *want)
 {
     aiol_loop *l = NULL;
@@ -204,7 +204,7 @@ static void child_main(const blocks *b)
     unsetenv("AIOLOOP_FDMON");
     unsetenv("AIOLOOP_BACKEND"); /* its old name */
     if (b->uring_errno != 0) {
-        /* (a) the named backend is strict */
+        /* (a) the named fd monitor is strict */
         check_new_fails("io_uring", b->uring_errno);
     }
     if (b->epoll_errno != 0) {

@@ -18,7 +18,7 @@
  *
  * The syscall cases fail the kernel objects a loop needs at creation
  * (EMFILE, ENOMEM) and check the error and that nothing leaked.
- * Once per backend ($AIOLOOP_FDMON).
+ * Once per fd monitor ($AIOLOOP_FDMON).
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -192,11 +192,11 @@ static int get_fd_ok(aiol_loop *loop)
 }
 
 /* Sets everything up, calling the fallible API under the armed fault. */
-static void workload_setup(const char *backend)
+static void workload_setup(const char *fdmon)
 {
     aiol_loop *loop = NULL;
 
-    TRY(aiol_loop_new(&loop, backend));
+    TRY(aiol_loop_new(&loop, fdmon));
     W.loop = loop;
     if (W.embed) {
         TRY(get_fd_ok(loop)); /* poll: the epoll mirror; io_uring: shared ring */
@@ -291,7 +291,7 @@ static void workload_teardown(void)
 /* One run with the @k-th allocation failing; false once k is past the end. */
 static bool workload_run(long k, bool embed, long *reported)
 {
-    const char *backend = tu_fdmon_requested();
+    const char *fdmon = tu_fdmon_requested();
     char path[] = "/tmp/aiol-faults-XXXXXX";
     bool hit;
 
@@ -305,7 +305,7 @@ static bool workload_run(long k, bool embed, long *reported)
     unlink(path);
 
     tf_fail_at(TF_ALLOC, k, ENOMEM);
-    workload_setup(backend);
+    workload_setup(fdmon);
     hit = tf_failed(TF_ALLOC) > 0;
     workload_check(); /* (the one-shot fault may also hit in here) */
     hit = hit || tf_failed(TF_ALLOC) > 0;
@@ -343,12 +343,12 @@ static void test_alloc_sweep_embedded(void **state)
 /* A loop whose creation fails on syscall @kind leaves nothing behind. */
 static void creation_fails(tf_call kind, int err, int want)
 {
-    const char *backend = tu_fdmon_requested();
+    const char *fdmon = tu_fdmon_requested();
     aiol_loop *loop = (aiol_loop *)&loop; /* must stay untouched */
     int ret;
 
     tf_fail_at(kind, 1, err);
-    ret = aiol_loop_new(&loop, backend);
+    ret = aiol_loop_new(&loop, fdmon);
     tf_disarm();
     assert_int_equal(ret, want);
     assert_ptr_equal(loop, (aiol_loop *)&loop);
@@ -626,8 +626,8 @@ int main(void)
 #endif
     };
 
-    aiol_loop_free(tu_loop_new()); /* exits 77 if the backend cannot run */
-    printf("backend: %s\n",
+    aiol_loop_free(tu_loop_new()); /* exits 77 if the fd monitor cannot run */
+    printf("fdmon: %s\n",
            tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

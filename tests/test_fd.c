@@ -373,7 +373,7 @@ static void test_closed_fd(void **state)
 /* ------------------------- an fd without a poll method (a regular file) */
 
 /*
- * Every backend accepts it and reports it ready at every iteration, as
+ * Every fd monitor accepts it and reports it ready at every iteration, as
  * poll(2) does (epoll itself refuses such fds; its monitor keeps them on
  * an always-ready list).  Blocking polls must not sleep while one is set.
  */
@@ -666,9 +666,9 @@ static const char *default_fdmon(void)
 static void test_fdmon_environment_names(void **state)
 {
     char *fdmon = getenv("AIOLOOP_FDMON");
-    char *backend = getenv("AIOLOOP_BACKEND");
+    char *old = getenv("AIOLOOP_BACKEND");
     char *saved_fdmon = fdmon ? strdup(fdmon) : NULL;
-    char *saved_backend = backend ? strdup(backend) : NULL;
+    char *saved_old = old ? strdup(old) : NULL;
 
     (void)state;
     setenv("AIOLOOP_FDMON", "poll", 1);
@@ -684,13 +684,13 @@ static void test_fdmon_environment_names(void **state)
     } else {
         unsetenv("AIOLOOP_FDMON");
     }
-    if (saved_backend) {
-        setenv("AIOLOOP_BACKEND", saved_backend, 1);
+    if (saved_old) {
+        setenv("AIOLOOP_BACKEND", saved_old, 1);
     } else {
         unsetenv("AIOLOOP_BACKEND");
     }
     free(saved_fdmon);
-    free(saved_backend);
+    free(saved_old);
 }
 
 #define T(f) cmocka_unit_test_setup(f, th_reset)
@@ -714,7 +714,7 @@ int main(void)
     };
     char name[64];
 
-    /* exits 77 here, before any test runs, when the backend is missing */
+    /* exits 77 here, before any test runs, when the fd monitor is missing */
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "fd-%s",
              tu_fdmon_requested() ? tu_fdmon_requested() : "default");

@@ -1,7 +1,7 @@
 /*
  * test_fork.c - a loop inherited through fork(): aiol_loop_after_fork()
  * in the child, aiol_loop_free() in a child that did not call it, and the
- * parent's loop carrying on unaffected.  Run once per backend.
+ * parent's loop carrying on unaffected.  Run once per fd monitor.
  *
  * Each case sets up a loop in the test process, forks a child
  * (tu_run_child()) that works on its copy, and checks the parent's loop
@@ -519,7 +519,7 @@ int main(void)
     };
     char name[64];
 
-    aiol_loop_free(tu_loop_new()); /* exits 77 if the backend cannot run */
+    aiol_loop_free(tu_loop_new()); /* exits 77 if the fd monitor cannot run */
     snprintf(name, sizeof(name), "fork-%s",
              tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);

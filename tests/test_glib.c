@@ -1,7 +1,7 @@
 /*
  * test_glib.c - aioloop-glib (aioloop/glib.h): the host scenarios of
  * embedhost.c with the loop driven only by g_main_loop_run(), once per
- * backend, and glib sources created, attached, destroyed and unref'd in
+ * fd monitor, and glib sources created, attached, destroyed and unref'd in
  * every order (the ASan build checks that nothing leaks).  A glib timeout
  * ends any g_main_loop_run() that would otherwise hang, and fails.
  */

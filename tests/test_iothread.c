@@ -1,6 +1,6 @@
 /*
  * test_iothread.c - a loop on a thread of its own (aiol_iothread), run once
- * per backend.
+ * per fd monitor.
  *
  * The test threads hand the iothread work through the cross-thread calls
  * (bottom halves, fd handler changes) and wait for it with C11 atomics,
@@ -259,7 +259,7 @@ static void test_iothread_fd_handler_from_other_thread(void **state)
     for (long round = 1; round <= 100; round++) {
         /*
          * Let the iothread fall asleep in its blocking poll (ppoll on a
-         * copy of the fd array for the poll backend) before the handler
+         * copy of the fd array for the poll fd monitor) before the handler
          * appears; sometimes signal first, sometimes after.
          */
         if (round % 10 == 1) {

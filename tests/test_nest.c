@@ -1,5 +1,5 @@
 /*
- * test_nest.c - nested poll tests, run once per backend ($AIOLOOP_FDMON):
+ * test_nest.c - nested poll tests, run once per fd monitor ($AIOLOOP_FDMON):
  * removal inside nested polls, no double dispatch across nesting, and deep
  * nesting with handlers added and removed at every level.  Public API only;
  * see testhandler.h for the bookkeeping every test checks.
@@ -315,7 +315,7 @@ int main(void)
     };
     char name[64];
 
-    /* exits 77 here, before any test runs, when the backend is missing */
+    /* exits 77 here, before any test runs, when the fd monitor is missing */
     aiol_loop_free(tu_loop_new());
     snprintf(name, sizeof(name), "nest-%s",
              tu_fdmon_requested() ? tu_fdmon_requested() : "default");

@@ -1,6 +1,6 @@
 /*
  * test_notify.c - aiol_loop_notify() and the notify_me protocol, run once
- * per backend.
+ * per fd monitor.
  *
  * The loop's counters tell what a notify cost: notify_kicks counts writes
  * to the wakeup eventfd, fdmon_waits the waits on the fd monitor.  A
@@ -8,7 +8,7 @@
  * fails the test (the poll would return true, from the watchdog) instead
  * of hanging it.
  *
- * A fresh loop may have a wakeup pending (the poll backend notifies itself
+ * A fresh loop may have a wakeup pending (the poll fd monitor notifies itself
  * when a handler is set, its own notifier included), so tests that count
  * start with one non-blocking poll.
  */

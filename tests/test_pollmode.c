@@ -1,6 +1,6 @@
 /*
  * test_pollmode.c - busy polling against a virtqueue-like peer, run once
- * per backend.
+ * per fd monitor.
  *
  * A handler's poll_begin may turn off the notifications that would wake
  * the loop (QEMU's virtio host notifier: virtio_queue_set_notification(vq,

@@ -1,13 +1,13 @@
 /*
  * test_removal.c - what a removed handler leaves behind, run once per
- * backend.
+ * fd monitor.
  *
  * The epoll monitor removes lazily (fdmon-epoll.c, "Lazy removal"): it
  * keeps the registration and finds out later whether the fd was set again
  * (an ADD that fails with EEXIST), reported an event (one DEL then) or
  * belonged to a file that outlived the fd (a dup here; an eventfd KVM or a
  * vhost-user frontend holds, in real use), which it drops by rebuilding its
- * epoll instance.  Whatever the backend, a removed handler is never called
+ * epoll instance.  Whatever the fd monitor, a removed handler is never called
  * back, a ready fd nobody watches does not keep the loop spinning, and the
  * handlers still set keep working.  Spinning is told by counted work: the
  * monitor waits a blocking poll makes until a timer ends it.  On epoll the

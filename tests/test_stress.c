@@ -1,7 +1,7 @@
 /*
  * test_stress.c - multi-threaded stress of the cross-thread operations:
  * notify, bottom-half scheduling and fd handler changes.  Run once per
- * backend (suite 'stress'), also under TSan, so the test itself shares
+ * fd monitor (suite 'stress'), also under TSan, so the test itself shares
  * data between threads only through C11 atomics or across pthread_join.
  *
  * A lost wakeup makes a blocking poll sleep forever: these tests hang
@@ -402,7 +402,7 @@ static void *changer_thread(void *opaque)
 
 /*
  * One blocking iteration of a host loop (the owner, in the embedded test): the
- * handlers' own fds when the backend allows it (direct embedding, where
+ * handlers' own fds when the fd monitor allows it (direct embedding, where
  * dispatch maps readiness to handlers without the loop's lock while other
  * threads remove them), else the loop fd.  Sleeps in poll(2) until the
  * deadline; only the loop's wakeups end an idle sleep.

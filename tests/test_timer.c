@@ -1,5 +1,5 @@
 /*
- * test_timer.c - clock and timer tests, run once per backend.
+ * test_timer.c - clock and timer tests, run once per fd monitor.
  *
  * Ordering tests use deadlines already in the past on the loop's monotonic
  * clock (or a fake clock the test moves by hand), so a single non-blocking

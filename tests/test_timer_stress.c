@@ -2,7 +2,7 @@
  * test_timer_stress.c - the timer heap against a model: 10,000 timers on
  * a fake clock armed, re-armed, cancelled and fired at random, checking
  * after each step that exactly the due ones fired, in (deadline, arming)
- * order.  Once per backend.  (Split from test_timer.c for length.)
+ * order.  Once per fd monitor.  (Split from test_timer.c for length.)
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

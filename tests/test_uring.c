@@ -1,7 +1,7 @@
 /*
  * test_uring.c - the io_uring monitor and its request API (aioloop/uring.h).
  *
- * Runs once, not per backend: every test asks for "io_uring" by name (and
+ * Runs once, not per fd monitor: every test asks for "io_uring" by name (and
  * one also for "epoll" and "poll").  When the machine cannot start an
  * io_uring loop the program exits 77 before any test runs.
  *
@@ -353,7 +353,7 @@ static void test_free_in_flight(void **state)
     assert_true(nop.res == 0 || nop.res == -ECANCELED);
 }
 
-/* ------------------------------------------------- other backends refuse */
+/* ---------------------------------------------- other fd monitors refuse */
 
 static void test_not_uring(void **state)
 {

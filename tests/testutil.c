@@ -38,7 +38,7 @@ aiol_loop *tu_loop_new(void)
 
     if (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP ||
         (rc == -EINVAL && want != NULL)) {
-        printf("SKIP: backend %s unavailable: %s\n",
+        printf("SKIP: fd monitor %s unavailable: %s\n",
                want ? want : "(default)", strerror(-rc));
         fflush(stdout);
         exit(TU_EXIT_SKIP);
@@ -51,7 +51,7 @@ aiol_loop *tu_loop_new(void)
         TU_DIE("aiol_loop_fdmon_get() returned NULL");
     }
     if (want != NULL && strcmp(aiol_loop_fdmon_get(l), want) != 0) {
-        TU_DIE("asked for backend %s, loop runs on %s", want,
+        TU_DIE("asked for fd monitor %s, loop runs on %s", want,
                aiol_loop_fdmon_get(l));
     }
     return l;

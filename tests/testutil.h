@@ -16,13 +16,14 @@
 #define TU_EXIT_SKIP 77
 
 /**
- * Creates a loop on the backend named by $AIOLOOP_FDMON (strictly: that
- * backend or nothing).  Exits 77 when the backend cannot run here; aborts
- * on any other failure or when the loop runs on another backend.
+ * Creates a loop on the fd monitor named by $AIOLOOP_FDMON (strictly:
+ * that fd monitor or nothing).  Exits 77 when the fd monitor cannot run
+ * here; aborts on any other failure or when the loop runs on another fd
+ * monitor.
  */
 aiol_loop *tu_loop_new(void);
 
-/** The backend the suite was asked to test, or NULL for the default. */
+/** The fd monitor the suite was asked to test, or NULL for the default. */
 const char *tu_fdmon_requested(void);
 
 /** A fresh non-blocking, close-on-exec eventfd (counter 0: not readable). */

@@ -8,13 +8,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* Runs one input (byte 0 picks the backend, the rest is the program). */
+/* Runs one input (byte 0 picks the fd monitor, the rest is the program). */
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-/* The backend byte 0 picks: @b % 3 is 0 poll, 1 epoll, 2 io_uring. */
-const char *fz_backend_name(int b);
+/* The fd monitor byte 0 picks: @b % 3 is 0 poll, 1 epoll, 2 io_uring. */
+const char *fz_fdmon_name(int b);
 
-/* 1 if a loop on backend @backend (0 poll, 1 epoll, 2 io_uring) starts. */
-int fz_backend_runnable(int backend);
+/* 1 if a loop on fd monitor @fdmon (0 poll, 1 epoll, 2 io_uring) starts. */
+int fz_fdmon_runnable(int fdmon);
 
 #endif /* AIOLOOP_FUZZ_H */

@@ -2,7 +2,7 @@
  * fuzz_loop.c - libFuzzer harness: random programs of loop operations,
  * checked against the reference model (model.h) as they run.
  *
- * Input format.  Byte 0 picks the backend (0 poll, 1 epoll, 2 io_uring,
+ * Input format.  Byte 0 picks the fd monitor (0 poll, 1 epoll, 2 io_uring,
  * modulo 3).  The rest is the program: a sequence of ops, each an opcode
  * byte (modulo OP_COUNT) followed by a fixed number of operand bytes; a
  * program that ends mid-op stops there, so every byte string is a valid
@@ -466,7 +466,7 @@ static int host_poll(struct pollfd *p, int n, int ms)
  * One iteration the way a host main loop (glib, libev) drives the loop:
  * prepare, poll, check, dispatch.  Every other EMBED polls the handlers'
  * own fds (direct embedding: aiol_loop_embed_fds() and
- * aiol_loop_dispatch_fds()) where the backend allows it, the others the
+ * aiol_loop_dispatch_fds()) where the fd monitor allows it, the others the
  * loop fd.  Checks the embedding contract on the way: the host's poll
  * sees input when a handler's fd is ready, and prepare's deadline is due
  * when a bottom half is.
@@ -701,7 +701,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&g, 0, sizeof(g));
     g_trace = getenv("FZ_TRACE") != NULL;
     m_init(&g.m, data[0] % 3 != 2); /* io_uring may report stale readiness */
-    if (aiol_loop_new(&g.loop, fz_backend_name(data[0])) < 0) {
+    if (aiol_loop_new(&g.loop, fz_fdmon_name(data[0])) < 0) {
         return 0; /* io_uring unavailable here: nothing to test */
     }
     CHECK(aiol_clock_new(g.loop, fake_now, &g, &g.clock) == 0);

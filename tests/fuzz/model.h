@@ -61,7 +61,7 @@ typedef struct m_handler {
     bool rd, wr;
     /*
      * Readiness each poll call on the stack (index: depth) collected for
-     * it.  Exact backends: at most one nonzero entry, as the handler sits
+     * it.  Exact fd monitors: at most one nonzero entry, as the handler sits
      * on at most one ready list.  Inexact: what each call may have.
      */
     unsigned coll[FZ_MAX_DEPTH + 1];

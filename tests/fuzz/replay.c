@@ -4,7 +4,7 @@
  *
  * usage: fuzz-replay PATH...   (files, or directories of files)
  *
- * Each input runs as it is and then once per backend (byte 0 replaced), so
+ * Each input runs as it is and then once per fd monitor (byte 0 replaced), so
  * every corpus entry exercises poll, epoll and io_uring.  A violation
  * aborts with the model's message; the input's path is printed first.
  * Exits 0 when every input ran, 2 on a usage or I/O error.
@@ -95,9 +95,10 @@ int main(int argc, char **argv)
         return 2;
     }
     for (int b = 0; b < 3; b++) {
-        g_runnable[b] = fz_backend_runnable(b);
+        g_runnable[b] = fz_fdmon_runnable(b);
         if (!g_runnable[b]) {
-            printf("replay: backend %d cannot start here; its runs skipped\n", b);
+            printf("replay: fd monitor %d cannot start here; "
+                   "its runs skipped\n", b);
         }
     }
     for (int i = 1; i < argc; i++) {

@@ -2,7 +2,7 @@
  * fuzz_vhost.c - libFuzzer harness for libaioloop-vhost: the message
  * parser and the virtqueue walker, through the vhost-user-blk device.
  *
- * The harness plays an untrusted frontend.  Byte 0 picks the loop backend
+ * The harness plays an untrusted frontend.  Byte 0 picks the loop fd monitor
  * (fuzz.h: 0 poll, 1 epoll, 2 io_uring, where the device's I/O goes on the
  * ring); the rest is a list of frames, each [ctl u8][len u16 le][len
  * bytes], run in order against a blk device on a 1 MiB memfd image, served
@@ -120,14 +120,14 @@ static void kick_all(fz *f)
     }
 }
 
-static int setup(fz *f, int backend)
+static int setup(fz *f, int fdmon)
 {
     aiol_vhost_blk_opts o = { .num_queues = 2, .serial = "fuzz" };
     int sv[2];
 
     memset(f, 0, sizeof(*f));
     f->sock = f->ram = f->img = -1;
-    if (aiol_loop_new(&f->loop, fz_backend_name(backend)) < 0) {
+    if (aiol_loop_new(&f->loop, fz_fdmon_name(fdmon)) < 0) {
         return -1;
     }
     f->ram = memfd_create("fuzz-ram", MFD_CLOEXEC);

@@ -126,7 +126,7 @@ def main():
              "kinds": many_kinds_session(), "malformed": malformed_session()}
     for name, body in seeds.items():
         with open(os.path.join(out, name), "wb") as f:
-            f.write(b"\x01" + body)  # byte 0: epoll (replay runs every backend)
+            f.write(b"\x01" + body)  # byte 0: epoll (replay: every fd monitor)
 
 
 if __name__ == "__main__":

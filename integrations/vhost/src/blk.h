@@ -54,7 +54,7 @@ struct aiol_vhost_blk {
     aiol_vhost_blk_stats st;   /* loop's thread */
     struct iovec *iov;         /* a popped chain: AIOL_VHOST_MAX_RING */
     blk_req sync_req;          /* the request run synchronously */
-    bool uring;                /* I/O on the loop's ring (io_uring backend) */
+    bool uring;                /* I/O on the loop's ring (io_uring fd monitor) */
     unsigned inflight;         /* requests on the ring; loop's thread */
     blk_req *free_reqs;        /* finished requests for reuse */
     aiol_bh *notify_bh;        /* notifies what completions pushed */

@@ -270,7 +270,7 @@ static void assert_writes_done(bt *t, uint8_t (*w)[512],
  * GET_VRING_BASE, SET_MEM_TABLE and a disconnect while requests are on
  * the io_uring ring: each waits for them (they point into guest memory),
  * so the base counts them, every one is answered before the reply, and
- * nothing is written after the memory is gone.  On the other backends
+ * nothing is written after the memory is gone.  On the other fd monitors
  * the writes are done before the poll returns, and the same holds.
  */
 enum { AT_STOP, AT_MEM_TABLE, AT_DISCONNECT };

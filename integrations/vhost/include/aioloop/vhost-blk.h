@@ -6,7 +6,7 @@
  * 512-byte sectors, on the loop's thread.  When the loop runs on
  * io_uring, reads, writes, flushes and discards are submitted on the
  * loop's own ring (aioloop/uring.h) and complete asynchronously, a bottom
- * half notifying once per batch of completions; on the other backends
+ * half notifying once per batch of completions; on the other fd monitors
  * (or without memory for a request) they run with preadv()/pwritev(),
  * fdatasync() and fallocate(), a kick's batch notified once.  Before a
  * ring stops, guest memory is replaced or the device is freed, every
