@@ -65,10 +65,10 @@ deps:
 bench-deps: deps
 	$(call install_missing,$(BENCH_PKGS))
 
-# The whole suite: gcc (every backend, unit and stress), ASan+UBSan, clang,
+# The whole suite: gcc (every fd monitor, unit and stress), ASan+UBSan, clang,
 # TSan (unit and stress), a time-boxed libFuzzer run of the nested-poll
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
-# backend, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
+# fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
 check: check-gcc check-install check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest check-vhost-guest
 	@echo "make check: all suites passed"
@@ -141,7 +141,7 @@ fuzz-afl: deps
 	  echo "fuzz-afl: crashes saved in $(BUILD_AFL)/out/default/crashes"; exit 1; fi
 	@grep -E 'execs_per_sec|edges_found|total_edges' $(BUILD_AFL)/out/default/fuzzer_stats
 
-# The main job: every workload, libaioloop backends and peers side by side;
+# The main job: every workload, libaioloop fd monitors and peers side by side;
 # prints the table and writes $(BUILD)/bench-results (BENCH_ARGS=--quick
 # for the short run, --docs to copy the results to docs/bench).  A build
 # dir configured before a peer was installed is reconfigured to find it.
@@ -231,7 +231,7 @@ check-qemu: qemu
 
 # A Debian cloud kernel and a busybox initramfs on the fork's
 # qemu-system-x86_64 (TCG): virtio-blk on an iothread (aio=threads, native,
-# io_uring) and on the main loop, default busy polling, once per backend;
+# io_uring) and on the main loop, default busy polling, once per fd monitor;
 # the guest writes a pattern with O_DIRECT, the host checks the image.
 check-guest: qemu
 	integrations/qemu/guest-test.sh $(QEMU_WORK)

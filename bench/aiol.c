@@ -1,6 +1,6 @@
 /*
  * aiol.c - libaioloop's side of the shared workloads (bench.h,
- * workloads.c), on the backend named by --backend (epoll, io_uring, poll).
+ * workloads.c), on the fd monitor named by --fdmon (epoll, io_uring, poll).
  *
  *   bh_single, bh_burst   aiol_bh_schedule() + aiol_loop_poll(false)
  *   wakeup      cross-thread ping-pong: a bottom half on the other loop's
@@ -31,7 +31,7 @@ static aiol_loop *loop_new(const bench_args *args)
 {
     aiol_loop *loop;
 
-    BENCH_CHECK(aiol_loop_new(&loop, args->backend) == 0);
+    BENCH_CHECK(aiol_loop_new(&loop, args->fdmon) == 0);
     return loop;
 }
 
@@ -186,7 +186,7 @@ static int wakeup(const bench_args *args, bench_metric *out)
     aiol_iothread *thread;
     int64_t t0;
 
-    BENCH_CHECK(aiol_iothread_new(args->backend, &thread) == 0);
+    BENCH_CHECK(aiol_iothread_new(args->fdmon, &thread) == 0);
     BENCH_CHECK(aiol_bh_new(aiol_iothread_loop_get(thread), ping_cb, &pp,
                             &pp.ping) == 0);
     BENCH_CHECK(aiol_bh_new(loop, pong_cb, &pp, &pp.pong) == 0);

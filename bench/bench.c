@@ -56,7 +56,7 @@ static int cmp_double(const void *a, const void *b)
 static void usage(const char *lib, const bench_workload *w, size_t n)
 {
     fprintf(stderr, "usage: bench-%s <workload> [--n N] [--runs R] "
-            "[--backend B] [--iters K]\n       bench-%s --list\nworkloads:", lib, lib);
+            "[--fdmon F] [--iters K]\n       bench-%s --list\nworkloads:", lib, lib);
     for (size_t i = 0; i < n; i++) {
         fprintf(stderr, " %s", w[i].name);
     }
@@ -69,7 +69,7 @@ int bench_main(const char *lib, int argc, char **argv,
     static double samples[BENCH_MAX_METRICS][MAX_RUNS];
     bench_metric metrics[BENCH_MAX_METRICS];
     const bench_workload *w = NULL;
-    bench_args args = { .backend = NULL, .n = 0, .iters = 0 };
+    bench_args args = { .fdmon = NULL, .n = 0, .iters = 0 };
     int runs = 5, nmetrics = 0;
 
     if (argc >= 2 && strcmp(argv[1], "--list") == 0) {
@@ -95,8 +95,8 @@ int bench_main(const char *lib, int argc, char **argv,
             runs = atoi(argv[i + 1]);
         } else if (strcmp(argv[i], "--iters") == 0) {
             args.iters = atol(argv[i + 1]);
-        } else if (strcmp(argv[i], "--backend") == 0) {
-            args.backend = argv[i + 1];
+        } else if (strcmp(argv[i], "--fdmon") == 0) {
+            args.fdmon = argv[i + 1];
         } else {
             usage(lib, workloads, nworkloads);
             return 2;
@@ -119,9 +119,9 @@ int bench_main(const char *lib, int argc, char **argv,
 
         memcpy(sorted, samples[m], (size_t)runs * sizeof(double));
         qsort(sorted, (size_t)runs, sizeof(double), cmp_double);
-        printf("lib=%s workload=%s backend=%s n=%ld metric=%s unit=%s "
+        printf("lib=%s workload=%s fdmon=%s n=%ld metric=%s unit=%s "
                "median=%.3f samples=", lib, w->name,
-               args.backend ? args.backend : "-", args.n, metrics[m].name,
+               args.fdmon ? args.fdmon : "-", args.n, metrics[m].name,
                metrics[m].unit, sorted[runs / 2]);
         for (int r = 0; r < runs; r++) {
             printf("%s%.3f", r ? "," : "", samples[m][r]);

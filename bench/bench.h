@@ -5,13 +5,13 @@
  * library.  Each workload run returns one or more named metrics; the
  * harness repeats the run, and prints one line per metric:
  *
- *   lib=<lib> workload=<w> backend=<b> n=<n> metric=<m> unit=<u>
+ *   lib=<lib> workload=<w> fdmon=<f> n=<n> metric=<m> unit=<u>
  *   median=<x> samples=<x1,x2,...>
  *
  * bench/run.py drives the binaries, interleaving libraries, and builds the
  * tables.  Usage of a binary:  bench-<lib> --list
  *                              bench-<lib> <workload> [--n N] [--runs R]
- *                                          [--backend B] [--iters K]
+ *                                          [--fdmon F] [--iters K]
  *
  * The workloads themselves (their shapes, what they time, the checks that
  * every expected callback ran) are written once, below and in bench.c; a
@@ -29,7 +29,7 @@
 #define BENCH_MAX_METRICS 4
 
 typedef struct bench_args {
-    const char *backend; /* libaioloop backend, or NULL */
+    const char *fdmon;   /* libaioloop fd monitor, or NULL */
     long n;              /* workload size (pipes, timers...) */
     long iters;          /* --iters: iterations per run, 0 = the default */
 } bench_args;

@@ -9,7 +9,7 @@
  *              ring EPOLL_WAIT       IORING_OP_EPOLL_WAIT on the same set,
  *                                    submitted and reaped in one enter
  *              ring POLL_ADD         a single-shot poll of that eventfd
- *                                    (our io_uring backend's re-arm)
+ *                                    (our io_uring fd monitor's re-arm)
  *   register N registrations added and removed again, per pair:
  *              epoll_ctl ADD+DEL     two syscalls per pair
  *              ring EPOLL_CTL        the same two operations as SQEs, N per
@@ -20,7 +20,7 @@
  *                                    (libev's lazy removal)
  *
  * Rounds alternate the variants; medians.  Rings are DEFER_TASKRUN, as
- * the io_uring backend's.  Exits 77 where the kernel lacks EPOLL_WAIT
+ * the io_uring fd monitor's.  Exits 77 where the kernel lacks EPOLL_WAIT
  * (6.15+) or io_uring.
  */
 #define _GNU_SOURCE

@@ -18,8 +18,8 @@ FLOOR = "epoll (hand-written)"
 
 
 def label(variant):
-    lib, backend = variant
-    return NAMES.get(lib, lib) + (f":{backend}" if backend else "")
+    lib, fdmon = variant
+    return NAMES.get(lib, lib) + (f":{fdmon}" if fdmon else "")
 
 
 def fmt(v):
@@ -169,7 +169,7 @@ def targets(res):
             u = res.get(w, n, "aioloop:io_uring", "ns_per_bh")
             if v is not None:
                 row(f"BH schedule+run < {limit} ns ({w})",
-                    f"{fmt(v)} ns (io_uring backend {fmt(u)} ns)", v < limit)
+                    f"{fmt(v)} ns (io_uring fd monitor {fmt(u)} ns)", v < limit)
     for n in res.ns("wakeup"):
         a = res.get("wakeup", n, REF, "ns_per_roundtrip")
         uv = res.get("wakeup", n, "libuv", "ns_per_roundtrip")

@@ -6,7 +6,7 @@ bench-glib, bench-epoll) runs the shared workloads (bench.h,
 workloads.c).  Libraries are run interleaved, round by round, so that
 machine noise hits them alike; each round's binary reports the median of
 its own runs, and the table shows the median over rounds and each
-library's ratio to libaioloop on epoll, the default backend (for times,
+library's ratio to libaioloop on epoll, the default fd monitor (for times,
 above 1 means libaioloop is faster).  A binary that was not built (its
 library missing) or that lacks a workload is skipped.
 
@@ -67,10 +67,10 @@ def binary(build, lib):
 
 
 def run_one(build, variant, workload, n, runs, iters=None):
-    lib, backend = variant
+    lib, fdmon = variant
     cmd = [binary(build, lib), workload, "--n", str(n), "--runs", str(runs)]
-    if backend:
-        cmd += ["--backend", backend]
+    if fdmon:
+        cmd += ["--fdmon", fdmon]
     if iters:
         cmd += ["--iters", str(iters)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -83,11 +83,11 @@ def run_one(build, variant, workload, n, runs, iters=None):
 
 def strace_calls(build, variant, iters):
     """Total syscalls of one idle_poll invocation (warm-up + 1 run)."""
-    lib, backend = variant
+    lib, fdmon = variant
     out = os.path.join("/tmp", f"bench-strace-{os.getpid()}")
     cmd = ["strace", "-f", "-c", "-q", "-o", out, binary(build, lib),
            "idle_poll", "--n", str(STRACE_N), "--runs", "1", "--iters",
-           str(iters)] + (["--backend", backend] if backend else [])
+           str(iters)] + (["--fdmon", fdmon] if fdmon else [])
     subprocess.run(cmd, check=True, capture_output=True)
     with open(out) as f:
         text = f.read()

@@ -1,7 +1,7 @@
 /*
  * echo-server.c - a TCP echo server on libaioloop (an example: docs/guide.md).
  *
- *   echo-server [--port N] [--backend epoll|io_uring|poll] [--sndbuf BYTES]
+ *   echo-server [--port N] [--fdmon epoll|io_uring|poll] [--sndbuf BYTES]
  *
  * Listens on 127.0.0.1:N (0, the default: any free port) and prints
  * "echo-server: listening on 127.0.0.1:PORT".  Every client gets back
@@ -198,13 +198,13 @@ int main(int argc, char **argv)
 {
     static const struct option opts[] = {
         { "port", required_argument, NULL, 'p' },
-        { "backend", required_argument, NULL, 'b' },
+        { "fdmon", required_argument, NULL, 'm' },
         { "sndbuf", required_argument, NULL, 's' },
         { NULL, 0, NULL, 0 },
     };
     struct sockaddr_in sa = { .sin_family = AF_INET };
     socklen_t len = sizeof(sa);
-    const char *backend = NULL;
+    const char *fdmon = NULL;
     server s = { .lfd = -1 };
     sigset_t set;
     int c, one = 1;
@@ -212,7 +212,7 @@ int main(int argc, char **argv)
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'p': sa.sin_port = htons((uint16_t)atoi(optarg)); break;
-        case 'b': backend = optarg; break;
+        case 'm': fdmon = optarg; break;
         case 's': s.sndbuf = atoi(optarg); break;
         default: return 2;
         }
@@ -233,7 +233,7 @@ int main(int argc, char **argv)
         perror("echo-server");
         return 1;
     }
-    if (aiol_loop_new(&s.loop, backend) < 0 ||
+    if (aiol_loop_new(&s.loop, fdmon) < 0 ||
         aiol_fd_set(s.loop, s.lfd, on_accept, NULL, NULL, &s) < 0 ||
         aiol_fd_set(s.loop, s.sigfd, on_signal, NULL, NULL, &s) < 0) {
         fprintf(stderr, "echo-server: cannot start the loop\n");

@@ -11,7 +11,7 @@ comparing it byte for byte.  Then SIGTERM: the server must exit 0 and
 report every client, every byte, write stalls (its write handlers at
 work), backpressure pauses and no client still open.  The server runs
 with --sndbuf 16384, so a client that does not read stalls it soon.
-Runs on the backend in AIOLOOP_FDMON (the meson test sets each).
+Runs on the fd monitor in AIOLOOP_FDMON (the meson test sets each).
 """
 import asyncio
 import os

@@ -13,7 +13,7 @@
 #   iothread-native    on an iothread, aio=native (cache.direct=on)
 #   iothread-io_uring  on an iothread, aio=io_uring
 #   mainloop-threads   on the main loop, aio=threads
-# Each runs once per AIOLOOP_FDMON in $GUEST_BACKENDS (default: epoll
+# Each runs once per AIOLOOP_FDMON in $GUEST_FDMONS (default: epoll
 # io_uring poll).  Every QEMU runs under `timeout` and is killed by its
 # saved PID whatever happens.
 #
@@ -27,7 +27,7 @@
 # exits non-zero if any case failed.
 #
 # Environment: GUEST_TIMEOUT (seconds per boot, default 150),
-# GUEST_BACKENDS, GUEST_IMGDIR (where the 64 MiB disk images go, default
+# GUEST_FDMONS, GUEST_IMGDIR (where the 64 MiB disk images go, default
 # /dev/shm), KEEP=1 keeps each case's directory.
 set -euo pipefail
 
@@ -47,7 +47,7 @@ work=$(guest_workdir "$guest_work")
 qemu=${qemu:-$work/fork-build/qemu-system-x86_64}
 [ ${#cases[@]} -gt 0 ] ||
     cases=(iothread-threads iothread-native iothread-io_uring mainloop-threads)
-read -r -a backends <<< "${GUEST_BACKENDS:-epoll io_uring poll}"
+read -r -a fdmons <<< "${GUEST_FDMONS:-epoll io_uring poll}"
 boot_timeout=${GUEST_TIMEOUT:-150}
 [ -x "$qemu" ] || { echo "guest-test.sh: no $qemu; run build.sh --fork --all" >&2; exit 1; }
 
@@ -61,13 +61,13 @@ guest_parts "$gdir"
 # ---------------------------------------------------------------------------
 # 2. Cases.
 
-# run_case NAME BACKEND: boots the guest, checks console and image.
+# run_case NAME FDMON: boots the guest, checks console and image.
 run_case() {
-    local name=$1 backend=$2 dir img drive dev ms
-    dir=$gdir/run-$name-$backend
+    local name=$1 fdmon=$2 dir img drive dev ms
+    dir=$gdir/run-$name-$fdmon
     # The image on tmpfs: host I/O completes in microseconds, inside the
     # busy-poll window, so the window opens as it does on fast storage.
-    img=$guest_imgdir/disk-$name-$backend.img
+    img=$guest_imgdir/disk-$name-$fdmon.img
     guest_case_start "$dir" "$img"
     case $name in
         *-threads) drive="aio=threads,cache.direct=on" ;;
@@ -78,7 +78,7 @@ run_case() {
     case $name in
         iothread-*) dev+=",iothread=io0" ;;
     esac
-    AIOLOOP_FDMON=$backend guest_spawn "$boot_timeout" "$dir/qemu.log" \
+    AIOLOOP_FDMON=$fdmon guest_spawn "$boot_timeout" "$dir/qemu.log" \
         "$qemu" "${guest_qemu_args[@]}" -m 512 -smp 2 \
         -initrd "$guest_initrd" -append "$guest_append" \
         -serial "file:$dir/console.log" \
@@ -87,12 +87,12 @@ run_case() {
         -device "$dev"
     guest_wait "$guest_pid"
     ms=$(guest_case_ms)
-    guest_case_end guest "$name [$backend]" "$ms" \
+    guest_case_end guest "$name [$fdmon]" "$ms" \
         "$(guest_verdict "$guest_rc" "$dir" "$img" "$boot_timeout")" '' \
         console.log qemu.log
 }
 
-for b in "${backends[@]}"; do
+for b in "${fdmons[@]}"; do
     for c in "${cases[@]}"; do
         guest_tally run_case "$c" "$b"
     done

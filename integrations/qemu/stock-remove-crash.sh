@@ -3,7 +3,7 @@
 # test guards against: builds tests/unit/test-aio-remove.c (from the fork's
 # tree) against the *stock* build, exactly as stock builds test-aio, and
 # runs it.  Stock's fdmon-io_uring leaves user_data unset on its remove
-# SQEs, so the test crashes there; the fork passes it on every backend.
+# SQEs, so the test crashes there; the fork passes it on every fd monitor.
 # Exit status: 0 if stock crashed as expected, 1 if it did not.
 set -euo pipefail
 work=$(realpath -m "${1:-$(dirname "$0")/../../build-qemu}")

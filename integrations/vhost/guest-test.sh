@@ -14,7 +14,7 @@
 # Every QEMU (default: Debian's qemu-system-x86 7.2, installed if missing,
 # and WORKDIR/fork-build/qemu-system-x86_64 when it exists) runs once per
 # N (default 1 2 4; the guest gets min(N, 4) vCPUs so every queue
-# carries I/O), the daemon's loop backend rotating through epoll, io_uring
+# carries I/O), the daemon's fd monitor rotating through epoll, io_uring
 # and poll.  Every process runs under `timeout` and is killed by its PID
 # whatever happens.  WORKDIR defaults to <repo>/build-qemu (the guest parts
 # are shared with integrations/qemu/guest-test.sh).
@@ -55,18 +55,18 @@ fi
 gdir=$work/guest
 guest_parts "$gdir"
 
-# run_case QEMU N BACKEND
+# run_case QEMU N FDMON
 run_case() {
-    local qemu=$1 n=$2 backend=$3 name dir img sock dpid drc=0 ms why=
+    local qemu=$1 n=$2 fdmon=$3 name dir img sock dpid drc=0 ms why=
     local cpus=$(( n < 4 ? n : 4 ))
-    name="$(basename "$(dirname "$qemu")")/${qemu##*/} num-queues=$n daemon=$backend"
-    dir=$gdir/vhost-run-$n-$backend-$$
-    img=$guest_imgdir/vhost-disk-$n-$backend-$$.img
+    name="$(basename "$(dirname "$qemu")")/${qemu##*/} num-queues=$n daemon=$fdmon"
+    dir=$gdir/vhost-run-$n-$fdmon-$$
+    img=$guest_imgdir/vhost-disk-$n-$fdmon-$$.img
     sock=$dir/vhost.sock
     guest_case_start "$dir" "$img"
 
     guest_spawn $((boot_timeout + 30)) "$dir/daemon.log" "$daemon" \
-        --socket "$sock" --file "$img" --num-queues "$n" --backend "$backend"
+        --socket "$sock" --file "$img" --num-queues "$n" --fdmon "$fdmon"
     dpid=$guest_pid
     guest_rc=0
     if ! guest_until 10 grep -q 'listening on' "$dir/daemon.log"; then
@@ -98,12 +98,12 @@ run_case() {
         console.log qemu.log daemon.log
 }
 
-backends=(epoll io_uring poll)
+fdmons=(epoll io_uring poll)
 k=0
 for q in "${qemus[@]}"; do
     [ -x "$q" ] || { echo "vhost-guest: no QEMU at $q" >&2; exit 1; }
     for n in "${queues[@]}"; do
-        b=${backends[k % ${#backends[@]}]}
+        b=${fdmons[k % ${#fdmons[@]}]}
         k=$((k + 1))
         guest_tally run_case "$q" "$n" "$b"
     done

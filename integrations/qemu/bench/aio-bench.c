@@ -25,11 +25,11 @@
  *   MS_PER_RUN  target length of one run (default 200); iteration counts
  *             are calibrated from a warm-up so every size takes about
  *             the same time
- * Environment: AIOLOOP_FDMON (the fork's backend; echoed as backend=),
+ * Environment: AIOLOOP_FDMON (the fork's fd monitor; echoed as fdmon=),
  * AIO_BENCH_NO_IO_URING=1 (see below).
  *
  * Output: one line of key=value pairs, e.g.
- *   build=stock backend=- workload=aio_poll variant=glib n=10000 runs=5
+ *   build=stock fdmon=- workload=aio_poll variant=glib n=10000 runs=5
  *   iters=123 median_ns=1612345.6 min_ns=... max_ns=... check=ok
  * median_ns is nanoseconds per iteration (aio_poll), per add+remove pair
  * (addrm) or per timer_mod call (timer_mod).
@@ -411,7 +411,7 @@ int main(int argc, char **argv)
 {
     Bench b = { 0 };
     QemuThread thread;
-    const char *workload, *variant, *backend;
+    const char *workload, *variant, *fdmon;
     const char *check = "ok";
     bool no_io_uring;
     double median;
@@ -471,14 +471,14 @@ int main(int argc, char **argv)
         check = "expired";
     }
 
-    backend = getenv("AIOLOOP_FDMON");
+    fdmon = getenv("AIOLOOP_FDMON");
     if (!strcmp(AIO_BENCH_BUILD, "stock")) {
-        backend = no_io_uring ? "no-io_uring" : "-";
+        fdmon = no_io_uring ? "no-io_uring" : "-";
     }
-    printf("build=%s backend=%s workload=%s variant=%s n=%ld runs=%ld "
+    printf("build=%s fdmon=%s workload=%s variant=%s n=%ld runs=%ld "
            "iters=%" PRIu64 " median_ns=%.1f min_ns=%.1f max_ns=%.1f "
            "check=%s",
-           AIO_BENCH_BUILD, backend ? backend : "default", workload, variant,
+           AIO_BENCH_BUILD, fdmon ? fdmon : "default", workload, variant,
            b.n, b.runs, b.iters, median, b.per_iter[0],
            b.per_iter[b.runs - 1], check);
     if (b.run == run_aio_poll) {

@@ -19,7 +19,7 @@
 #    timing by a few % on this machine).
 #    --table-only skips 2 and 3 and prints the table of the last run.
 # 4. Prints a markdown table (rows: workload x n; columns: stock and each
-#    fork backend, with fork/stock ratios).  Raw key=value lines go to
+#    fork fd monitor, with fork/stock ratios).  Raw key=value lines go to
 #    WORKDIR/bench-results.txt, the table to WORKDIR/bench-table.md.  A
 #    cell is the median over rounds of each process's median.
 #
@@ -175,7 +175,7 @@ for c in "${cases[@]}"; do
                 why="exit $rc"
                 [ $rc -gt 128 ] && why="signal $(kill -l $((rc - 128)) 2>/dev/null || echo $((rc - 128)))"
                 [ $rc -eq 124 ] && why="timeout ${case_timeout}s"
-                line="build=$b backend=${be:--} workload=$workload variant=$variant n=$n status=failed:${why// /-}"
+                line="build=$b fdmon=${be:--} workload=$workload variant=$variant n=$n status=failed:${why// /-}"
                 sed 's/^/    /' "$work/bench-$b/last-stderr.txt" | tail -n 5 >&2
             fi
             echo "$line" | tee -a "$results" >&2
@@ -201,9 +201,9 @@ for line in open(path):
         rows[key] = {}
         order.append(key)
     if kv['build'] == 'stock':
-        col = 'stock-noiou' if kv['backend'] == 'no-io_uring' else 'stock'
+        col = 'stock-noiou' if kv['fdmon'] == 'no-io_uring' else 'stock'
     else:
-        col = 'fork-' + kv['backend']
+        col = 'fork-' + kv['fdmon']
     rows[key].setdefault(col, []).append(kv)
 
 # One record per cell: the median of the rounds' medians; a cell fails

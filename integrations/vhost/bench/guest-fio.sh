@@ -77,7 +77,7 @@ one() {
     case $backend in
         aioloop*)
             guest_spawn 300 "$run/$tag.backend.log" "$daemon" \
-                --socket "$sock" --file "$img" --backend "${backend#aioloop }" ;;
+                --socket "$sock" --file "$img" --fdmon "${backend#aioloop }" ;;
         qsd*)
             guest_spawn 300 "$run/$tag.backend.log" qemu-storage-daemon --blockdev \
                 "driver=file,node-name=f0,filename=$img,aio=${backend#qsd }" \

@@ -51,7 +51,7 @@ def wait_socket(path, proc, what, timeout=10):
 def start_backend(name, args, sock, img, queues):
     if name.startswith("aioloop"):
         cmd = [args.daemon, "--socket", sock, "--file", img,
-               "--num-queues", str(queues), "--backend", name.split()[1]]
+               "--num-queues", str(queues), "--fdmon", name.split()[1]]
     else:
         qsd = shutil.which("qemu-storage-daemon")
         aio = name.split()[1]

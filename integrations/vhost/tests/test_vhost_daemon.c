@@ -253,7 +253,9 @@ static void test_daemon_drops_malformed_frontend(void **state)
 
 static void test_daemon_read_only(void **state)
 {
-    static const char *const args[] = { "--read-only", NULL };
+    /* (on the poll fd monitor whatever AIOLOOP_FDMON says: --fdmon wins) */
+    static const char *const args[] = { "--read-only", "--fdmon", "poll",
+                                        NULL };
     uint8_t w[SEC];
     uint32_t used;
     dt t;

@@ -2,7 +2,7 @@
  * aioloop-vhost-blk - a vhost-user-blk daemon on libaioloop.
  *
  *   aioloop-vhost-blk --socket PATH --file FILE [--num-queues N]
- *                     [--read-only] [--serial ID] [--backend NAME]
+ *                     [--read-only] [--serial ID] [--fdmon NAME]
  *
  * Serves FILE (a raw image) to one vhost-user frontend, e.g. QEMU's
  * `-chardev socket,path=PATH,id=c0 -device vhost-user-blk-pci,chardev=c0`,
@@ -47,7 +47,7 @@ static void usage(FILE *to)
     fprintf(to,
             "usage: aioloop-vhost-blk --socket PATH --file FILE "
             "[--num-queues N] [--read-only]\n"
-            "                         [--serial ID] [--backend "
+            "                         [--serial ID] [--fdmon "
             "epoll|io_uring|poll]\n");
 }
 
@@ -100,12 +100,12 @@ int main(int argc, char **argv)
         { "num-queues", required_argument, NULL, 'q' },
         { "read-only", no_argument, NULL, 'r' },
         { "serial", required_argument, NULL, 'i' },
-        { "backend", required_argument, NULL, 'b' },
+        { "fdmon", required_argument, NULL, 'm' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
     aiol_vhost_blk_opts o = { .num_queues = 1 };
-    const char *sock = NULL, *file = NULL, *backend = NULL;
+    const char *sock = NULL, *file = NULL, *fdmon = NULL;
     daemon_t d = { .sigfd = -1 };
     aiol_vhost_blk_stats bs;
     aiol_vhost_stats ds;
@@ -113,7 +113,7 @@ int main(int argc, char **argv)
     bool was_connected = false;
     int c, fd, r, rc = 0;
 
-    while ((c = getopt_long(argc, argv, "s:f:q:ri:b:h", longopts, NULL)) !=
+    while ((c = getopt_long(argc, argv, "s:f:q:ri:m:h", longopts, NULL)) !=
            -1) {
         switch (c) {
         case 's': sock = optarg; break;
@@ -128,7 +128,7 @@ int main(int argc, char **argv)
             break;
         case 'r': o.read_only = true; break;
         case 'i': o.serial = optarg; break;
-        case 'b': backend = optarg; break;
+        case 'm': fdmon = optarg; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -149,10 +149,10 @@ int main(int argc, char **argv)
                 strerror(-d.sigfd));
         return 3;
     }
-    r = aiol_loop_new(&d.loop, backend);
+    r = aiol_loop_new(&d.loop, fdmon);
     if (r < 0) {
         fprintf(stderr, "aioloop-vhost-blk: loop (%s): %s\n",
-                backend != NULL ? backend : "default", strerror(-r));
+                fdmon != NULL ? fdmon : "default", strerror(-r));
         return 3;
     }
     r = aiol_fd_set(d.loop, d.sigfd, on_signal, NULL, NULL, &d);
