@@ -306,10 +306,14 @@ static inline void aiol__lock(aiol_loop *loop)
 }
 
 /* Checks that the calling thread holds loop->lock. */
+#ifdef AIOL__CONTRACTS
 #define aiol__assert_locked(loop)                                            \
     assert(atomic_load_explicit(&(loop)->lock_owner, memory_order_relaxed) ==\
                aiol__thread_id() &&                                          \
            "loop->lock must be held here")
+#else
+#define aiol__assert_locked(loop) ((void)(loop))
+#endif
 
 static inline void aiol__unlock(aiol_loop *loop)
 {
@@ -325,12 +329,16 @@ static inline void aiol__unlock(aiol_loop *loop)
  * thread may make it (a timer armed from another thread would race the
  * run).  Between polls any one thread may.
  */
+#ifdef AIOL__CONTRACTS
 #define aiol__assert_poller(loop)                                            \
     assert((atomic_load_explicit(&(loop)->poller, memory_order_relaxed) ==   \
                 0 ||                                                         \
             atomic_load_explicit(&(loop)->poller, memory_order_relaxed) ==   \
                 aiol__thread_id()) &&                                        \
            "a polling-thread call from another thread while the loop polls")
+#else
+#define aiol__assert_poller(loop) ((void)(loop))
+#endif
 
 /* ---------------------------------------------------------- handlers */
 
