@@ -5,6 +5,7 @@
 BUILD       ?= build
 BUILD_ASAN  ?= build-asan
 BUILD_CLANG ?= build-clang
+BUILD_RELEASE ?= build-release
 BUILD_TSAN  ?= build-tsan
 BUILD_FUZZ  ?= build-fuzz
 BUILD_AFL   ?= build-afl
@@ -33,9 +34,11 @@ BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps bench-deps check check-gcc check-asan check-clang check-tsan bench bench-python clean \
+.PHONY: all deps bench-deps check check-gcc check-asan check-clang check-release check-tsan bench \
+        bench-python clean \
         fuzz check-fuzz fuzz-afl \
-        qemu qemu-stock check-qemu check-qemu-stock check-guest check-vhost-guest \
+        qemu qemu-stock check-qemu check-qemu-stock check-qemu-series check-guest \
+        check-vhost-guest \
         check-qtest check-install clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives
@@ -70,7 +73,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-gcc check-install check-asan check-clang check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest check-vhost-guest
+check: check-gcc check-install check-asan check-clang check-release check-tsan check-fuzz check-qemu check-guest check-notifiers check-qtest check-vhost-guest
 	@echo "make check: all suites passed"
 
 # Installs into a temporary prefix and builds a program against each .pc
@@ -90,6 +93,12 @@ check-clang: deps
 	@test -d $(BUILD_CLANG) || CC=clang meson setup $(BUILD_CLANG) $(CHECK_OPTS)
 	ninja -C $(BUILD_CLANG)
 	$(MESON_TEST) -C $(BUILD_CLANG) --suite unit
+
+# A release build (assertions and the debug contracts compiled out, as
+# make bench builds) must compile warning-free too.
+check-release: deps
+	@test -d $(BUILD_RELEASE) || meson setup $(BUILD_RELEASE) $(CHECK_OPTS) -Dbuildtype=release -Db_ndebug=true
+	ninja -C $(BUILD_RELEASE)
 
 # setarch -R: older TSan runtimes reject the high-entropy mmap layout of
 # recent kernels; without ASLR they always start.
@@ -222,6 +231,11 @@ qemu: all
 
 qemu-stock:
 	integrations/qemu/build.sh --stock $(QEMU_WORK)
+
+# Every patch of the series builds on its own: the fork, then each patch in
+# turn, all targets (not part of make check: it rebuilds QEMU per patch).
+check-qemu-series: all
+	integrations/qemu/build.sh --fork --all --check-series $(QEMU_WORK)
 
 check-qemu: qemu
 	@for b in $(QEMU_FDMONS); do \

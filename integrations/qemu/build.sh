@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# build.sh [--stock|--fork|--both] [--tests-only|--all] [WORKDIR]
+# build.sh [--stock|--fork|--both] [--tests-only|--all] [--check-series] [WORKDIR]
 #
 # Builds Debian's QEMU 7.2 source twice from one unpacked tree:
 #   --stock  WORKDIR/stock-src -> WORKDIR/stock-build   (no series)
@@ -10,6 +10,10 @@
 #   --tests-only  what `meson test --suite unit` needs, and nothing else (default)
 #   --all         that, plus qemu-system-x86_64, qemu-img, qemu-io and the
 #                 qtest binary qos-test (qtest.sh runs it)
+#   --check-series  then check out each patch of the series in turn (the
+#                 Debian base plus patches 1..k) and build the same
+#                 targets there: every patch must build on its own.
+#                 The tree is left at the whole series.
 # WORKDIR defaults to <repo>/build-qemu (git-ignored by /build-*/).
 #
 # Steps: install missing Debian build dependencies (as root), fetch and
@@ -28,6 +32,7 @@ repo=$(cd "$here/../.." && pwd)
 
 variants=()
 what=tests
+check_series=false
 work=
 for arg in "$@"; do
     case $arg in
@@ -36,6 +41,7 @@ for arg in "$@"; do
         --both) variants+=(stock fork) ;;
         --tests-only) what=tests ;;
         --all) what=all ;;
+        --check-series) check_series=true ;;
         -h|--help) sed -n '2,/^set -e/{/^set -e/d;s/^# \{0,1\}//;p}' "$0"; exit 0 ;;
         -*) echo "build.sh: unknown option $arg" >&2; exit 2 ;;
         *) [ -z "$work" ] || { echo "build.sh: one WORKDIR only" >&2; exit 2; }
@@ -43,6 +49,9 @@ for arg in "$@"; do
     esac
 done
 [ ${#variants[@]} -gt 0 ] || variants=(stock fork)
+if $check_series && [[ " ${variants[*]} " != *" fork "* ]]; then
+    variants+=(fork)
+fi
 work=$(realpath -m "${work:-$repo/build-qemu}")
 jobs=${JOBS:-$(nproc)}
 nice_cmd=(nice -n "${NICE:-10}")
@@ -250,28 +259,63 @@ build_variant() {
     else
         prepare_fork_src
         aioloop_hook
+        # Patch 4's feature option, required: a missing library fails
+        # configure instead of building the stock aio-posix.c.
+        flags+=(--enable-aioloop)
     fi
     configure_tree "$src" "$bld" "${flags[@]}"
+    build_targets "$v" "$bld" "$bld/build-$what.log" || exit 1
+}
 
-    # Regenerate build.ninja (and meson-info) first if meson.build files
-    # changed, so the introspection below is current.
-    "${nice_cmd[@]}" ninja -C "$bld" build.ninja >/dev/null
-    local goals
+# Builds the targets of $what in build tree $2 of variant $1, logging to
+# $3.  Regenerates build.ninja (and meson-info) first if meson.build files
+# changed, so the introspection of the unit tests is current.
+build_targets() {
+    local v=$1 bld=$2 log=$3 t0 goals
+    "${nice_cmd[@]}" ninja -C "$bld" build.ninja > "$log" 2>&1 || {
+        tail -n 40 "$log" >&2
+        echo "build.sh: regenerating $bld failed; see $log" >&2
+        return 1
+    }
     mapfile -t goals < <(unit_targets "$bld")
-    [ ${#goals[@]} -gt 0 ] || { echo "build.sh: no unit tests found in $bld" >&2; exit 1; }
+    [ ${#goals[@]} -gt 0 ] || { echo "build.sh: no unit tests found in $bld" >&2; return 1; }
     [ "$what" = all ] && goals+=(qemu-system-x86_64 qemu-img qemu-io tests/qtest/qos-test)
 
     t0=$(date +%s)
     stamp "building $v: ${#goals[@]} ninja targets ($what), -j$jobs"
-    "${nice_cmd[@]}" ninja -C "$bld" -j "$jobs" "${goals[@]}" > "$bld/build-$what.log" 2>&1 || {
-        grep -B2 -A20 -m3 'FAILED\|error:' "$bld/build-$what.log" >&2 || tail -n 40 "$bld/build-$what.log" >&2
-        echo "build.sh: build failed; see $bld/build-$what.log" >&2
-        exit 1
+    "${nice_cmd[@]}" ninja -C "$bld" -j "$jobs" "${goals[@]}" >> "$log" 2>&1 || {
+        grep -B2 -A20 -m3 'FAILED\|error:' "$log" >&2 || tail -n 40 "$log" >&2
+        echo "build.sh: build failed; see $log" >&2
+        return 1
     }
     stamp "build $v ($what): $(( $(date +%s) - t0 ))s"
+}
+
+# --check-series: every patch builds on its own.  Checks out the series
+# one patch at a time in fork-src (git rewrites only the files a patch
+# changes, so ninja rebuilds only what it touched) and builds there.
+check_series_builds() {
+    local src=$work/fork-src bld=$work/fork-build tip c k=0 commits
+    tip=$(git -C "$src" rev-parse HEAD)
+    mapfile -t commits < <(git -C "$src" rev-list --reverse refs/tags/debian..HEAD)
+    for c in "${commits[@]}"; do
+        k=$((k + 1))
+        git -C "$src" checkout -q --detach "$c"
+        stamp "check-series: patch $k/${#commits[@]}: $(git -C "$src" log -1 --format=%s "$c")"
+        build_targets fork "$bld" "$bld/check-series-$k.log" || {
+            git -C "$src" checkout -q --detach "$tip"
+            echo "build.sh: patch $k of the series does not build on its own" >&2
+            exit 1
+        }
+    done
+    git -C "$src" checkout -q --detach "$tip"
+    stamp "check-series: each of the ${#commits[@]} patches builds"
 }
 
 for v in "${variants[@]}"; do
     build_variant "$v"
 done
+if $check_series; then
+    check_series_builds
+fi
 stamp "done"
