@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# stock-remove-crash.sh [WORKDIR] - shows the stock 7.2 bug that patch 0006's
+# stock-remove-crash.sh [WORKDIR] - shows the stock 7.2 bug that patch 0005's
 # test guards against: builds tests/unit/test-aio-remove.c (from the fork's
 # tree) against the *stock* build, exactly as stock builds test-aio, and
 # runs it.  Stock's fdmon-io_uring leaves user_data unset on its remove
