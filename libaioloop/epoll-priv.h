@@ -71,8 +71,18 @@ typedef struct aiol__epoll_state {
 int aiol__epoll_ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
                     uint32_t gen);
 
-/* Under loop->lock.  Sets or clears @fd's kept flag, counting it. */
-void aiol__epoll_kept_set(aiol__epoll_state *s, int fd, bool kept);
+/*
+ * Under loop->lock.  Sets or clears @fd's kept flag, counting it (inline:
+ * every removal and probe passes here).
+ */
+static inline void aiol__epoll_kept_set(aiol__epoll_state *s, int fd,
+                                        bool kept)
+{
+    aiol__epoll_fd *st = &s->fds[fd];
+
+    s->nkept += (size_t)kept - (size_t)st->kept;
+    st->kept = kept;
+}
 /*
  * Under loop->lock.  DELs @fd's registration now; true when the kernel
  * dropped it (the fd still names its file).

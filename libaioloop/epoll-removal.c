@@ -51,15 +51,6 @@
 #include "fdmon.h"
 #include "epoll-priv.h"
 
-/* Under loop->lock.  Sets or clears @fd's kept flag, counting it. */
-void aiol__epoll_kept_set(aiol__epoll_state *s, int fd, bool kept)
-{
-    aiol__epoll_fd *st = &s->fds[fd];
-
-    s->nkept += (size_t)kept - (size_t)st->kept;
-    st->kept = kept;
-}
-
 /*
  * Under loop->lock.  DELs @fd's registration now; true when the kernel
  * dropped it (the fd still names its file).  Either way the fd has no
