@@ -70,6 +70,22 @@ bool aiol__epoll_del(aiol_loop *loop, aiol__epoll_state *s, int fd)
 }
 
 /*
+ * Under loop->lock.  Forgets every kept registration: @gone when the
+ * kernel dropped them too (a rebuild replaced the instance), else they are
+ * left as registrations no fd reaches, whose events count as stale.
+ */
+static void kept_forget_all(aiol__epoll_state *s, bool gone)
+{
+    for (size_t fd = 0; fd < s->nfds && s->nkept != 0; fd++) {
+        if (s->fds[fd].kept) {
+            aiol__epoll_kept_set(s, (int)fd, false);
+            s->fds[fd].kernel = 0;
+            s->fds[fd].gone = gone;
+        }
+    }
+}
+
+/*
  * Under loop->lock; polling thread.  A registration fired that no fd
  * number reaches any more (see the top): replaces the epoll instance with
  * one that holds only the live handlers' registrations, at the same fd
@@ -109,13 +125,7 @@ bool aiol__epoll_rebuild(aiol_loop *loop, aiol__epoll_state *s)
         return false;
     }
     close(nfd);
-    for (size_t fd = 0; fd < s->nfds && s->nkept != 0; fd++) {
-        if (s->fds[fd].kept) {
-            aiol__epoll_kept_set(s, (int)fd, false);
-            s->fds[fd].kernel = 0;
-            s->fds[fd].gone = true;
-        }
-    }
+    kept_forget_all(s, true);
     return true;
 }
 
@@ -130,13 +140,7 @@ void aiol__epoll_waiter_set(aiol_loop *loop, aiol__epoll_state *s, uint64_t me)
 {
     aiol__lock(loop);
     if (s->nkept != 0 && !aiol__epoll_rebuild(loop, s)) {
-        for (size_t fd = 0; fd < s->nfds && s->nkept != 0; fd++) {
-            if (s->fds[fd].kept) {
-                aiol__epoll_kept_set(s, (int)fd, false);
-                s->fds[fd].kernel = 0;
-                s->fds[fd].gone = false;
-            }
-        }
+        kept_forget_all(s, false);
     }
     s->waiter = me;
     aiol__unlock(loop);
