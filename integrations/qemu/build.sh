@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# build.sh [--stock|--fork|--both] [--tests-only|--all] [--check-series] [WORKDIR]
+# build.sh [--stock|--fork|--fork-disabled|--both] [--tests-only|--all]
+#          [--check-series] [WORKDIR]
 #
-# Builds Debian's QEMU 7.2 source twice from one unpacked tree:
+# Builds Debian's QEMU 7.2 source from one unpacked tree:
 #   --stock  WORKDIR/stock-src -> WORKDIR/stock-build   (no series)
 #   --fork   WORKDIR/fork-src  -> WORKDIR/fork-build    (patches/series applied,
 #            linked against libaioloop from this tree)
-#   --both   both of them (the default)
+#   --fork-disabled  WORKDIR/fork-src -> WORKDIR/fork-disabled-build: the
+#            series configured with --disable-aioloop, which builds QEMU's
+#            own aio-posix.c and timer lists and needs no libaioloop
+#   --both   stock and fork (the default)
 # What is built:
 #   --tests-only  what `meson test --suite unit` needs, and nothing else (default)
 #   --all         that, plus qemu-system-x86_64, qemu-img, qemu-io and the
@@ -38,6 +42,7 @@ for arg in "$@"; do
     case $arg in
         --stock) variants+=(stock) ;;
         --fork) variants+=(fork) ;;
+        --fork-disabled) variants+=(fork-disabled) ;;
         --both) variants+=(stock fork) ;;
         --tests-only) what=tests ;;
         --all) what=all ;;
@@ -174,6 +179,7 @@ prepare_fork_src() {
 # library's debug contracts check QEMU's use of it in the unit tests.
 AIOLOOP_BUILD=$work/aioloop-build
 AIOLOOP_PREFIX=$work/aioloop-prefix
+pkg_config_path_outside=${PKG_CONFIG_PATH-}
 export PKG_CONFIG_PATH=$AIOLOOP_PREFIX/lib/pkgconfig${PKG_CONFIG_PATH:+:$PKG_CONFIG_PATH}
 aioloop_hook() {
     local opts=(-Ddefault_library=static -Dtests=false -Dpython=disabled)
@@ -253,16 +259,24 @@ build_variant() {
     src=$work/$v-src
     bld=$work/$v-build
     local flags=("${configure_flags[@]}")
-    if [ "$v" = stock ]; then
+    case $v in
+    stock)
         # Nothing writes into stock-src: hard links are enough.
-        copy_src "$src" -al
-    else
+        copy_src "$src" -al ;;
+    fork)
         prepare_fork_src
         aioloop_hook
         # Patch 4's feature option, required: a missing library fails
         # configure instead of building the stock aio-posix.c.
-        flags+=(--enable-aioloop)
-    fi
+        flags+=(--enable-aioloop) ;;
+    fork-disabled)
+        # The same tree without the library: nothing may include or link
+        # it, so it is neither built nor on pkg-config's path here.
+        src=$work/fork-src
+        prepare_fork_src
+        PKG_CONFIG_PATH=$pkg_config_path_outside
+        flags+=(--disable-aioloop) ;;
+    esac
     configure_tree "$src" "$bld" "${flags[@]}"
     build_targets "$v" "$bld" "$bld/build-$what.log" || exit 1
 }

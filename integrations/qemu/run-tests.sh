@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# run-tests.sh [WORKDIR] [stock|fork] [-- extra meson test args]
+# run-tests.sh [WORKDIR] [stock|fork|fork-disabled] [-- extra meson test args]
 #
 # Runs QEMU's unit tests (`meson test --suite unit`, what `make check-unit`
 # runs) in WORKDIR/<variant>-build, as built by build.sh (it does not
@@ -19,7 +19,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 variant=fork extra=()
 while [ $# -gt 0 ]; do
     case $1 in
-        stock|fork) variant=$1 ;;
+        stock|fork|fork-disabled) variant=$1 ;;
         --) shift; extra=("$@"); break ;;
         *) guest_arg run-tests.sh "$1" ;;
     esac
