@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Thin wrapper over meson.  Every target installs missing Debian build
 # dependencies first (as root, with apt-get), so a fresh machine needs only
 # `make check` or `make bench`.
@@ -34,7 +35,7 @@ BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps bench-deps check check-gcc check-asan check-clang check-release check-tsan bench \
+.PHONY: all deps bench-deps check check-reuse check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-stock check-qemu-series check-guest \
@@ -73,8 +74,14 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-gcc check-install check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest
+check: check-reuse check-gcc check-install check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest
 	@echo "make check: all suites passed"
+
+# Every file says its licence and copyright (REUSE 3.0): an SPDX line in
+# each file the project wrote, .reuse/dep5 for the rest, LICENSES/ the texts.
+check-reuse:
+	$(call install_missing,reuse)
+	reuse lint
 
 # Installs into a temporary prefix and builds a program against each .pc
 # file with plain cc $(pkg-config ...) (tests/install).

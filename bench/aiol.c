@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aiol.c - libaioloop's side of the shared workloads (bench.h,
  * workloads.c), on the fd monitor named by --fdmon (epoll, io_uring, poll).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* bench.c - the shared benchmark harness, see bench.h. */
 #define _GNU_SOURCE
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * epoll.c - the floor: a hand-written epoll loop, no library, on the
  * shared workloads (bench.h, workloads.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ev.c - libev's side of the shared workloads (bench.h, workloads.c), on
  * its epoll backend (ev_loop_new(EVBACKEND_EPOLL), checked).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * event.c - libevent 2's side of the shared workloads (bench.h,
  * workloads.c), on its epoll backend (the others are avoided, and the

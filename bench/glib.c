@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * glib.c - GLib's GMainContext on the shared workloads (bench.h,
  * workloads.c).  Each run has a fresh context of its own; a poll is

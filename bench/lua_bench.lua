@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- lua_bench.lua - Lua-level dispatch: the aioloop binding against luv
 -- (Debian's lua-luv: libuv for Lua 5.4), the same work in the same run.
 --

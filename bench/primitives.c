@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * primitives.c - the kernel primitives an fd monitor can be built on,
  * timed side by side with no loop around them: what an io_uring monitor

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Python-level loop costs: aioloop against asyncio and uvloop, interleaved.
 
     PYTHONPATH=<build>/bindings/python /usr/bin/python3 bench/python_bench.py

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """bench/report.py - the table, the performance target checks and the gnuplot
 plots from one run of bench/run.py (results as a list of dicts).
 

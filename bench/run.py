@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """bench/run.py - runs the benchmark binaries side by side; `make bench`.
 
 Each library's binary (bench-aiol, bench-ev, bench-uv, bench-event,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uv.c - libuv's side of the shared workloads (bench.h, workloads.c).
  * A poll is uv_run(UV_RUN_NOWAIT).

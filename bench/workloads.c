@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * workloads.c - the workloads every library runs, written once (bench.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bh-priv.h - bottom halves' per-iteration entry points (bh.c), for the
  * loop's iteration (loop.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bh.c - bottom halves.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * busypoll-priv.h - adaptive busy polling (busypoll.c), for the loop's
  * iteration, handler changes and a host's prepare step.

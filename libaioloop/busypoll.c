@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * busypoll.c - adaptive busy polling.
  *

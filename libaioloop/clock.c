@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * clock.c - the monotonic clock every part of the loop reads, and the
  * conversion of an absolute deadline into the relative timeout a wait

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * embed-priv.h - a host's readiness and embedder phases (embed.c), for the
  * loop's iteration and teardown.  What fd monitors use of embedding is in

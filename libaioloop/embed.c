@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * embed.c - driving the loop from a host main loop, and embedder phases.
  *

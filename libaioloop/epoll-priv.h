@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * epoll-priv.h - what the epoll monitor's two files share: the monitor
  * (fdmon-epoll.c: registration, flushes, waits, embedding) and its lazy

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * epoll-removal.c - the epoll monitor's lazy removal: registrations kept
  * after their handler went, and how each one ends.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdmon-epoll.c - the epoll(7) fd monitor.
  *

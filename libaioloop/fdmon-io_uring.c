@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdmon-io_uring.c - the io_uring fd monitor (liburing).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdmon-poll.c - the poll(2) fd monitor: portable baseline and the
  * reference for correctness.

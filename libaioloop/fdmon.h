@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdmon.h - the fd-monitor interface: what an fd monitor (fdmon-*.c)
  * implements, and the few parts of the loop it may use.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fork.c - a loop in the child of fork().
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * handler.c - fd handlers: the fd-indexed table, set/replace/remove, the
  * deleted list and the walking counter that decides when a removed handler

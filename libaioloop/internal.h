@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h - what every runtime file of libaioloop needs: misuse checks,
  * small helpers, the handler record, struct aiol_loop and the debug

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * iothread.c - a loop polled by a thread of its own until stopped.
  *

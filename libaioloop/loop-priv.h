@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loop-priv.h - the loop's iteration, walking counter and teardown steps,
  * shared by loop.c, handler.c, embed.c, fork.c, notify.c and iothread.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loop.c - loop lifetime, fd monitor selection and one poll iteration.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * notify-priv.h - cross-thread wakeup (notify.c), for the loop, bottom
  * halves and handler changes made on other threads.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * notify.c - waking the loop from any thread.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timer-priv.h - the clocks' life and the timers' per-iteration entry
  * points (timer.c), for the loop (loop.c).

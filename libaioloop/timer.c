@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * timer.c - clocks and their timer heaps.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uring-priv.h - what the io_uring monitor's files share:
  *   - fdmon-io_uring.c, the fd monitor: a single-shot poll per watched

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uring-req.c - io_uring requests on the loop's own ring (aioloop/uring.h;
  * uring.c checks the public calls' arguments and fd monitor).

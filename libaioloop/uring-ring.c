@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uring-ring.c - the io_uring monitor's ring: creating it bound or
  * shared, binding it to its polling thread, rebuilding it shared, and

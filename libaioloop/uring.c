@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uring.c - the public request API of aioloop/uring.h.  The work is done by
  * the io_uring monitor (fdmon-io_uring.c); on any other fd monitor, or when

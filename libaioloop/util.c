@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* util.c - small helpers shared by the runtime files. */
 #include <errno.h>
 #include <stdio.h>

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Holds every fd monitor (libaioloop/fdmon-*.c and the files a monitor
 split into, OWN_HEADERS below) to what fdmon.h names.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * embedhost.c - the host-adapter scenarios (embedhost.h): a loop driven
  * only by its host's run(), once per fd monitor (AIOLOOP_FDMON).

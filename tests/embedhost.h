@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * embedhost.h - the scenarios a host main loop adapter (aioloop-glib,
  * aioloop-ev) must pass, written once against a small host interface:

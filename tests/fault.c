@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fault.c - the link-time wrappers behind fault.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fault.h - fault injection for test builds: fail the k-th allocation, or
  * the k-th call of a chosen syscall, made by the library.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * loopwatch.h - watching a loop under test (lw_): time units and sleeps,
  * a stats snapshot, the syscalls an idle poll makes, and a watchdog; small

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * prng.h - the deterministic pseudo-random numbers (prng_) of the stress
  * suites: xorshift64* from a fixed seed, so every run draws the same

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_bh.c - bottom-half tests, run once per fd monitor ($AIOLOOP_FDMON).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_blockhooks.c - aiol_loop_block_hooks_set(), run once per fd monitor.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_busypoll.c - adaptive busy polling, run once per fd monitor.
  *

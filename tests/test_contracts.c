@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_contracts.c - the debug-build contract assertions fire.
  *

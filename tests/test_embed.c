@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_embed.c - driving a loop from a host loop (get_fd, prepare, check,
  * dispatch) and embedder phases, run once per fd monitor.

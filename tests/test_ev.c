@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_ev.c - aioloop-ev (aioloop/ev.h): the host scenarios of
  * embedhost.c with the loop driven only by ev_run(), once per fd monitor,

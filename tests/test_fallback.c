@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_fallback.c - fd monitor selection when a monitor cannot start.
  *

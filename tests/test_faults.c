@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_faults.c - allocation-failure sweeps and syscall faults (fault.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_fd.c - fd handler tests, run once per fd monitor ($AIOLOOP_FDMON).
  *

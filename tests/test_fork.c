@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_fork.c - a loop inherited through fork(): aiol_loop_after_fork()
  * in the child, aiol_loop_free() in a child that did not call it, and the

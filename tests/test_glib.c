@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_glib.c - aioloop-glib (aioloop/glib.h): the host scenarios of
  * embedhost.c with the loop driven only by g_main_loop_run(), once per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_heap.c - aioloop/heap.h against a reference model.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_iothread.c - a loop on a thread of its own (aiol_iothread), run once
  * per fd monitor.

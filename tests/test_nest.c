@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_nest.c - nested poll tests, run once per fd monitor ($AIOLOOP_FDMON):
  * removal inside nested polls, no double dispatch across nesting, and deep

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_notify.c - aiol_loop_notify() and the notify_me protocol, run once
  * per fd monitor.

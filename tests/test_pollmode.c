@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_pollmode.c - busy polling against a virtqueue-like peer, run once
  * per fd monitor.

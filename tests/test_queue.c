@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_queue.c - unit tests of the intrusive lists in aioloop/queue.h.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_removal.c - what a removed handler leaves behind, run once per
  * fd monitor.

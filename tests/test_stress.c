@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_stress.c - multi-threaded stress of the cross-thread operations:
  * notify, bottom-half scheduling and fd handler changes.  Run once per

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_timer.c - clock and timer tests, run once per fd monitor.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_timer_stress.c - the timer heap against a model: 10,000 timers on
  * a fake clock armed, re-armed, cancelled and fired at random, checking

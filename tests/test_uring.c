@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_uring.c - the io_uring monitor and its request API (aioloop/uring.h).
  *

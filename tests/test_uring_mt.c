@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_uring_mt.c - io_uring loops whose polling thread changes, and
  * io_uring loops freed by another thread than the one that polled them.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* testhandler.c - the test handler of testhandler.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * testhandler.h - the test handler (th_), the fd handler record shared by
  * the fd-handler suites (fd, nest, removal, uring): each callback notes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* testutil.c - see testutil.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

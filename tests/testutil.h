@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * testutil.h - small helpers shared by the cmocka suites.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* uringreq.c - the io_uring request records of uringreq.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

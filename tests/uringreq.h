@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * uringreq.h - io_uring request records (ur_) for the uring suites
  * (test_uring.c, test_uring_mt.c), on top of testutil.h, testhandler.h and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop.c - the Lua 5.4 binding: C module "aioloop" (docs/lua.md);
  * call_soon is in soon.c.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * binding.h - what the Lua binding's files share (bindings/lua: aioloop.c
  * the module and the loop, soon.c call_soon).  Internal: Lua code sees

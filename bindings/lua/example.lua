@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- example.lua - the Lua binding in one page (docs/lua.md; the tests run
 -- it).  A reader on a pipe, a writer that feeds it, call_soon with
 -- arguments, a timer, a nested poll, and an error that comes back out of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * soon.c - loop:call_soon(f, ...) for the Lua binding (docs/lua.md).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * echo-server.c - a TCP echo server on libaioloop (an example: docs/guide.md).
  *

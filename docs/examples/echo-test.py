@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """echo-test.py ECHO_SERVER - 1000 concurrent clients against the example
 TCP echo server, every byte checked.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * glib-app.c - a glib application with libaioloop inside (an example:
  * docs/guide.md).  The application is ordinary glib: g_main_loop_run(),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/aioloop.h - umbrella header of libaioloop.
  *

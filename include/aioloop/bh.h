@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/bh.h - bottom halves: callbacks scheduled to run on the loop's
  * thread at its next iteration.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/embed.h - driving a loop from another main loop (glib, libev...),
  * and adding an embedder's own phases to every iteration.

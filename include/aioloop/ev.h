@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/ev.h - running a libaioloop loop inside a libev loop.
  *

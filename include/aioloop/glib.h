@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/glib.h - running a libaioloop loop inside a glib main loop.
  *

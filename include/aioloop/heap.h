@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/heap.h - an intrusive 4-ary min-heap, generated per element type.
  *

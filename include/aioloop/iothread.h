@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/iothread.h - a loop running on a thread of its own.
  *

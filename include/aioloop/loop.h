@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/loop.h - creating, running and destroying a loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/queue.h - intrusive lists for event-loop bookkeeping.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/uring.h - submitting arbitrary io_uring requests on the loop's
  * own ring (io_uring fd monitor only).

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # build.sh [--stock|--fork|--fork-disabled|--both] [--tests-only|--all]
 #          [--check-series] [WORKDIR]
 #

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # fetch-source.sh WORKDIR [PACKAGE] - downloads and unpacks Debian's source
 # package PACKAGE (default qemu) into WORKDIR/src, or WORKDIR/src-PACKAGE
 # for another package (Debian's own patches applied by dpkg-source),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # guest-boot.sh - sourced by the guests' /init scripts (guest-init.sh,
 # integrations/vhost/bench/guest-fio-init.sh); guest_build_initrd puts it
 # at /guest-boot.sh.  Sets up busybox, /proc, /sys and /dev, loads the

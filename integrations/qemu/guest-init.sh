@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# SPDX-License-Identifier: MIT
 # guest-init.sh - PID 1 of the guest that guest-test.sh boots.
 #
 # Loads the virtio modules, writes /pattern (4 MiB) to /dev/vda with

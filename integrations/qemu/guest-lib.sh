@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # guest-lib.sh - sourced by the scripts that run QEMU for a test or a
 # benchmark: guest-test.sh and run-tests.sh here,
 # integrations/vhost/guest-test.sh and integrations/vhost/bench/guest-fio.sh.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # guest-test.sh [--qemu BINARY] [--case NAME]... [WORKDIR]
 #
 # Boots a real Linux guest on the fork's qemu-system-x86_64 (-accel tcg)

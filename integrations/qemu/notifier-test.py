@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """The fork's notifier batching, checked on real KVM the way a guest meets it.
 
     notifier-test.py FORK_QEMU

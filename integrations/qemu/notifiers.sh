@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # notifiers.sh test [WORKDIR]          the fork's notifier batching on KVM
 # notifiers.sh bench [WORKDIR] [ARGS]  device start/stop: stock vs fork
 #

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # pkgs.sh - sourced by the scripts here: pkgs_install WHO PACKAGE...
 # installs the Debian packages that are missing (as root, with apt-get);
 # as non-root it prints the apt-get command and exits 1.  WHO names the

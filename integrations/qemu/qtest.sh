@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # qtest.sh [WORKDIR]  QEMU's own qtests for the devices the series changes
 #
 # Runs, on WORKDIR/fork-build (build.sh --fork --all builds qos-test), the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run-tests.sh [WORKDIR] [stock|fork|fork-disabled] [-- extra meson test args]
 #
 # Runs QEMU's unit tests (`meson test --suite unit`, what `make check-unit`

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # stock-remove-crash.sh [WORKDIR] - shows the stock 7.2 bug that patch 0005's
 # test guards against: builds tests/unit/test-aio-remove.c (from the fork's
 # tree) against the *stock* build, exactly as stock builds test-aio, and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # guest-test.sh --daemon BINARY [--qemu BINARY]... [--queues N]... [WORKDIR]
 #
 # A real Linux guest on a real QEMU, its disk served by aioloop-vhost-blk:

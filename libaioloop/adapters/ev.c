@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ev.c - aioloop-ev: libev watchers that drive an aiol_loop
  * (aioloop/ev.h), on the embedding API of aioloop/embed.h.

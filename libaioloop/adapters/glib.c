@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * glib.c - aioloop-glib: a GSource that drives an aiol_loop
  * (aioloop/glib.h), on the embedding API of aioloop/embed.h.

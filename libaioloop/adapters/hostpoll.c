@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hostpoll.c - the embedded iteration the host-loop adapters share
  * (hostpoll.h).

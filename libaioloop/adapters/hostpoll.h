@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * hostpoll.h - what the host-loop adapters (glib.c, ev.c) share: one
  * embedded iteration's bookkeeping on top of aioloop/embed.h.  Each

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # check-abi.sh BASELINE LIB HEADERS_DIR - compares LIB's ABI with the
 # committed BASELINE (abidw XML, tests/abi/baseline) using abigail-tools:
 # both sides restricted to the declarations of the public headers in

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """check-symbols.py LIB.so HEADER... - the dynamic symbols LIB.so
 defines must be exactly the functions and extern data the public HEADERs
 declare (aiol_*,

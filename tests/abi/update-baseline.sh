@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # update-baseline.sh BUILDDIR - regenerates tests/abi/baseline/*.abi from
 # BUILDDIR's shared libraries (a gcc build), after a release or a
 # deliberate compatible change (docs/abi.md).

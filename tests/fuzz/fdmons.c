@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fdmons.c - byte 0 of a fuzz input picks the loop's fd monitor (fuzz.h);
  * shared by the harnesses and replay.c.

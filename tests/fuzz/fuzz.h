@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz.h - what the fuzz harness exports to its drivers (libFuzzer's own
  * main, or replay.c).

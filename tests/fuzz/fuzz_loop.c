@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_loop.c - libFuzzer harness: random programs of loop operations,
  * checked against the reference model (model.h) as they run.

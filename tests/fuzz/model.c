@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * model.c - the fuzzer's reference model (see model.h for what it checks).
  *

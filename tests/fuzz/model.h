@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * model.h - the fuzzer's reference model of one loop.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * replay.c - runs fuzz inputs without the fuzzing engine, so the corpora
  * are regression tests under any compiler (make check runs them with gcc).

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """tests/fuzz/seeds.py - writes the seed corpus (corpus/seed/) from readable
 programs, in the input format fuzz_loop.c decodes.
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # check-install.sh - installs this tree into a temporary prefix (its own
 # build: meson setup --prefix, ninja, meson install) and builds each
 # use-*.c here against the installed headers and libraries with plain

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pkg-config: aioloop-ev
  * An installed aioloop-ev: a bottom half run by ev_run(). */
 #include <stdio.h>

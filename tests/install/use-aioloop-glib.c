@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pkg-config: aioloop-glib
  * An installed aioloop-glib: a bottom half run by g_main_loop_run(). */
 #include <stdio.h>

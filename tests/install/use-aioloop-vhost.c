@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pkg-config: aioloop-vhost
  * An installed aioloop-vhost: a vhost-user-blk device listening on a
  * socket, a frontend connecting, the device seeing it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pkg-config: aioloop-vmm
  * An installed aioloop-vmm: an MSI table over a counting fake KVM (no
  * /dev/kvm needed) commits two routes in one KVM_SET_GSI_ROUTING. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* pkg-config: aioloop
  * An installed libaioloop: a pipe handler, a bottom half and a timer. */
 #include <stdio.h>

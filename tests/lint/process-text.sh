@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: MIT
 # process-text.sh [SOURCE_ROOT] - fails, listing the lines, if any tracked
 # file names the process a change came from instead of saying what the
 # product does: the planning document, numbered issues, seeds or work

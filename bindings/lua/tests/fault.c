@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fault.c - the Lua binding under failing allocations.
  *

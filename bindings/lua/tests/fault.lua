@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- fault.lua - the binding under failing allocations (run by fault.c,
 -- which provides the global `fault`).  For each call below, n sweeps
 -- from 1 until the call stops failing: fault.arm(n) makes the n-th

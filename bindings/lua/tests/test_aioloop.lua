@@ -1,3 +1,4 @@
+-- SPDX-License-Identifier: MIT
 -- test_aioloop.lua - the Lua binding (bindings/lua/aioloop.c), plain
 -- lua5.4: every test_* function below runs on a fresh loop on the fd
 -- monitor in AIOLOOP_FDMON (meson runs the file once per fd monitor),

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """aioloop: libaioloop from Python, with asyncio's vocabulary.
 
     import aioloop

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Generates the C source of aioloop._ffi, the cffi API-mode extension.
 
 Run by meson (bindings/python/aioloop/meson.build):

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _speed.c - the Python binding's hot path, in C: the call_soon FIFO,
  * dispatch into Python callbacks, timers and poll().

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _speed.h - what the two halves of the binding's C hot path share:
  * _speed.c (call_soon, poll, the module) and _speed_handlers.c (timers

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * _speed_handlers.c - the binding's timers (aioloop.TimerHandle) and fd
  * handlers (aioloop._speed.Fd) in C, and the Core methods that arm and

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Installs the build into a temporary destdir and imports aioloop there.
 
 Run by meson (test 'python-install'):

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Runs every ```python block of docs/python.md, each in a fresh namespace."""
 import os
 import re

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """Loop scenarios written in Python, run on every fd monitor.
 
 Each test is also an example of scripting a loop test: make fds ready,

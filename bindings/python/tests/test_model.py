@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A Hypothesis state machine against a model of the documented semantics.
 
 Random sequences of: set or remove a reader (some that remove other

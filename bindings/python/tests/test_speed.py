@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The C hot path (aioloop/_speed.c): what moving call_soon, dispatch and
 poll() into C must not change, run on every fd monitor.
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
  * aio-bench: AioContext micro-benchmarks for QEMU 7.2, stock and the
  * libaioloop fork.

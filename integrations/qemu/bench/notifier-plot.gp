@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # gnuplot -e "dat='DIR/notifier-bench.dat'; out='docs/bench/notifiers.png'" \
 #         integrations/qemu/bench/notifier-plot.gp
 # Device start (DRIVER_OK, or the cont of a machine start), stock QEMU 7.2

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A qtest client that plays a virtio-pci (modern) guest driver.
 
 Enough of a driver to bring a virtio-blk-pci or vhost-user-blk-pci device

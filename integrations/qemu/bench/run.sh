@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # run.sh [--build] [--compile-only] [--table-only] [WORKDIR]
 #
 # Benchmarks QEMU 7.2's AioContext, stock against the libaioloop fork, in

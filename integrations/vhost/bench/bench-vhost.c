@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench-vhost - drives a vhost-user-blk backend at full speed from the
  * host, as a frontend with a guest would, and reports requests/s and

@@ -1,4 +1,5 @@
 #!/bin/busybox sh
+# SPDX-License-Identifier: MIT
 # guest-fio-init.sh - PID 1 of the guest that guest-fio.sh boots: loads the
 # virtio modules, runs fio on /dev/vda (4 KiB random reads, iodepth 32,
 # libaio, O_DIRECT; fio_runtime=N seconds from the kernel command line,

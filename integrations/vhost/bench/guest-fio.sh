@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # guest-fio.sh [--rounds R] [--runtime S] [--json OUT] [WORKDIR]
 #
 # fio inside a Linux guest (4 KiB random reads at iodepth 32, O_DIRECT,

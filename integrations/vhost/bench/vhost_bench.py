@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """aioloop-vhost-blk against qemu-storage-daemon's vhost-user-blk export,
 driven from the host by bench-vhost (our own frontend), on the same image
 in the same run.

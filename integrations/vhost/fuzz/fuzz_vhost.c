@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fuzz_vhost.c - libFuzzer harness for libaioloop-vhost: the message
  * parser and the virtqueue walker, through the vhost-user-blk device.

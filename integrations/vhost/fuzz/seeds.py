@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Writes the seed corpus of fuzz_vhost.c (its frame format is described
 there): whole vhost-user-blk sessions a frontend would run, so the fuzzer
 starts from inputs that reach the virtqueue walker and the device.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * blk-io.c - the vhost-user-blk device's I/O (blk.h): a parsed request's
  * read, write, flush or discard, run synchronously (preadv, pwritev,

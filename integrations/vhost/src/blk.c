@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * blk.c - the vhost-user-blk device (aioloop/vhost-blk.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * blk.h - inside the vhost-user-blk device: blk.c parses requests and is
  * the device; blk-io.c runs their I/O, synchronously or on the loop's

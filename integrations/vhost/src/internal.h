@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h - private state of the vhost-user backend (integrations/vhost).
  *

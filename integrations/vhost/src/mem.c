@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * mem.c - the guest memory table: SET_MEM_TABLE parsing and mapping, and
  * address translation (guest physical and frontend userspace addresses to

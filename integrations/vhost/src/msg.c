@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * msg.c - the vhost-user requests: checks and effects of each message.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * server.c - the unix-socket server of a vhost-user device: listening,
  * accepting one frontend at a time, message framing with SCM_RIGHTS fd

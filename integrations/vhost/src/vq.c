@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vq.c - split virtqueues (virtio 1.x): ring mapping, kick/call/err fds,
  * popping descriptor chains, pushing used elements, notification.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fixture.c - the shared vhost test fixture (fixture.h). */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

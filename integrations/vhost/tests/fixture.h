@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fixture.h - the fixture (fx_) shared by the vhost suites: a loop, the
  * toy device served on a unix socket in a fresh directory, and a test

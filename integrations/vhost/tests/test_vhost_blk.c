@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vhost_blk.c - the vhost-user-blk device (aioloop/vhost-blk.h)
  * driven by the test frontend: data round trips through split headers

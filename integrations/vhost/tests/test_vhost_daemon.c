@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vhost_daemon.c - the aioloop-vhost-blk daemon, out of process, as
  * a frontend meets it: it serves data over two queues, flushes and exits

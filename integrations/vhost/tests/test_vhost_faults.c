@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vhost_faults.c - allocation-failure sweep (tests/fault.h).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vhost_hostile.c - malformed messages from the frontend and
  * malformed descriptor chains from the guest.

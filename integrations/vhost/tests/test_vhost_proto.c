@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vhost_proto.c - the vhost-user backend with a well-behaved
  * frontend: negotiation, REPLY_ACK, MQ, config, a 2-region mem table,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vhost_thread.c - the backend on its own thread: the device's loop
  * polls (blocking) in a backend thread while the test frontend drives it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* toydev.c - the toy checksum/echo device (toydev.h). */
 #include <errno.h>
 #include <string.h>

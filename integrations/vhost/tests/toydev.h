@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * toydev.h - a toy vhost-user device (toydev_) for the tests: a
  * checksum/echo device.  For each chain its queue handler hashes (FNV-1a 32) the

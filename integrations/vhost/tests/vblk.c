@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vblk.c - virtio-blk requests over the test frontend (vblk.h).
  */

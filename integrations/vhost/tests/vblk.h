@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vblk.h - virtio-blk requests over the test frontend, for the suites
  * that drive aioloop/vhost-blk.h in-process and the daemon out of

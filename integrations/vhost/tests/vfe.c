@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vfe.c - the host-side vhost-user test frontend (see vfe.h).  Written
  * from the vhost-user and virtio 1.x specifications; its wire layouts are

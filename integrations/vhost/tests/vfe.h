@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vfe.h - a host-side vhost-user test frontend (our own code).
  *

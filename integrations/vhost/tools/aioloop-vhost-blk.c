@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop-vhost-blk - a vhost-user-blk daemon on libaioloop.
  *

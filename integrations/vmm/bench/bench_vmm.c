@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * bench_vmm.c - batched against unbatched KVM calls on real /dev/kvm,
  * through the library.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * coalesce.c - guest-driven MSI route updates, one commit per burst.
  *

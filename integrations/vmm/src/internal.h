@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * internal.h - private helpers of the VMM library (integrations/vmm).
  *

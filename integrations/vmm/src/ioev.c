@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * ioev.c - host notifiers (KVM ioeventfds) and their transactions.
  *

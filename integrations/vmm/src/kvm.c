@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * kvm.c - the ioctl layer: the real aiol_vmm_kvm_ops, the call helper every
  * other file goes through, and a VM-creation convenience.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * msi.c - an MSI route table with irqfds, committed in one
  * KVM_SET_GSI_ROUTING.

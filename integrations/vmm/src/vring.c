@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vring.c - the call-side policy of a virtqueue: a queue whose driver
  * set no MSI-X vector gets no call eventfd and no irqfd, so its backend

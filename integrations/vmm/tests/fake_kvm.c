@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fake_kvm.c - see fake_kvm.h. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE

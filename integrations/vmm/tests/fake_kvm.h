@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * fake_kvm.h - a model of the KVM VM ioctls the VMM library uses, behind
  * an aiol_vmm_kvm_ops table, for tests on machines with or without /dev/kvm.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vmm_coalesce.c - the MSI update coalescer against the fake KVM:
  * a burst is one KVM_SET_GSI_ROUTING, the last update of a route wins,

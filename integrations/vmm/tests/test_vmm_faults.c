@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vmm_faults.c - allocation-failure and ioctl-failure sweeps.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vmm_ioev.c - host-notifier transactions against the fake KVM.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vmm_kvm.c - the VMM library on real /dev/kvm (KVM_CREATE_VM +
  * KVM_CREATE_IRQCHIP; no vCPU runs, so PVM hosts do).  Exits 77 with a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * test_vmm_msi.c - MSI route tables, irqfds and the vring-call policy
  * against the fake KVM: ioctl counts and order per commit, the limit,

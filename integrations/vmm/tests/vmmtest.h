@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * vmmtest.h - helpers shared by the VMM library's cmocka suites, beside
  * the project's (tests/testutil.h: loops, eventfds, child processes).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/vhost-blk.h - a vhost-user-blk device on libaioloop-vhost.
  *

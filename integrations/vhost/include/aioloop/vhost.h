@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/vhost.h - a vhost-user backend (device side) on libaioloop.
  *

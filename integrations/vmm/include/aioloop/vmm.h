@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * aioloop/vmm.h - KVM notifier batching for VMM authors, on libaioloop.
  *
