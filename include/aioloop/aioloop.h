@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/aioloop.h - umbrella header of libaioloop.
  *
  * libaioloop is an event loop for virtualization and systems services: fd
@@ -14,10 +15,12 @@
 #ifndef AIOLOOP_AIOLOOP_H
 #define AIOLOOP_AIOLOOP_H
 
+/** @{ */
 /** Version of the headers. */
 #define AIOL_VERSION_MAJOR 0
 #define AIOL_VERSION_MINOR 1
 #define AIOL_VERSION_PATCH 0
+/** @} */
 
 #include "aioloop/queue.h"
 #include "aioloop/loop.h"

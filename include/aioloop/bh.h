@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/bh.h - bottom halves: callbacks scheduled to run on the loop's
  * thread at its next iteration.
  *

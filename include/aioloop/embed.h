@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/embed.h - driving a loop from another main loop (glib, libev...),
  * and adding an embedder's own phases to every iteration.
  *

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/ev.h - running a libaioloop loop inside a libev loop.
  *
  * Library aioloop-ev (pkg-config aioloop-ev), built when libev is found.

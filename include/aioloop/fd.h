@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/fd.h - fd handlers.
  *
  * A loop holds at most one handler per fd.  A handler has read, write and
@@ -100,6 +101,11 @@ int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
 
 /**
  * Shorthand for aiol_fd_set_ops() with only read, write and poll callbacks.
+ *
+ * @return what aiol_fd_set_ops() returns: 0; -EBADF for a negative fd or
+ *         one at or above the hard RLIMIT_NOFILE; -ENOMEM; on the poll fd
+ *         monitor with an embedding mirror, what epoll_ctl gives.  On
+ *         error the loop is unchanged: a previous handler stays.
  */
 int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
                 aiol_handler_fn *write, aiol_poll_fn *poll, void *opaque);
@@ -128,7 +134,10 @@ int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
  */
 int aiol_fd_remove(aiol_loop *loop, int fd);
 
-/** True when @p fd has a handler on @p loop. */
+/**
+ * True when @p fd has a handler on @p loop.
+ * @return true when set, false when not (or @p fd is negative).
+ */
 bool aiol_fd_is_set(aiol_loop *loop, int fd);
 
 #pragma GCC visibility pop

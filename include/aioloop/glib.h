@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/glib.h - running a libaioloop loop inside a glib main loop.
  *
  * Library aioloop-glib (pkg-config aioloop-glib), built when glib-2.0 is
@@ -53,11 +54,13 @@ extern "C" {
  * (glib aborts when memory runs out).  Priority G_PRIORITY_DEFAULT; change
  * it with g_source_set_priority() before attaching.  A NULL @p loop is
  * misuse: it aborts with a message.
+ * @return the new GSource.
  */
 GSource *aiol_glib_source_new(aiol_loop *loop);
 
 /** The loop @p source drives; aborts with a message when @p source is not
- *  one of aiol_glib_source_new(). */
+ *  one of aiol_glib_source_new().
+ *  @return the loop, never NULL. */
 aiol_loop *aiol_glib_source_loop_get(GSource *source);
 
 #pragma GCC visibility pop

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/heap.h - an intrusive 4-ary min-heap, generated per element type.
  *
  * The loop keeps its timers in one (libaioloop/timer.c); embedders with

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/iothread.h - a loop running on a thread of its own.
  *
  * The thread polls its loop (blocking) until stopped.  Other threads hand
@@ -28,7 +29,10 @@ typedef struct aiol_iothread aiol_iothread;
  */
 int aiol_iothread_new(const char *fdmon, aiol_iothread **out);
 
-/** The iothread's loop.  Valid until aiol_iothread_free(). */
+/**
+ * The iothread's loop.
+ * @return the loop, valid until aiol_iothread_free().
+ */
 aiol_loop *aiol_iothread_loop_get(aiol_iothread *iothread);
 
 /**

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/loop.h - creating, running and destroying a loop.
  *
  * A loop (aiol_loop) is an opaque object polled by one thread at a time.
@@ -121,7 +122,10 @@ void aiol_loop_free(aiol_loop *loop);
  */
 int aiol_loop_after_fork(aiol_loop *loop);
 
-/** Name of the fd monitor the loop runs on ("epoll", "poll", ...). */
+/**
+ * Name of the fd monitor the loop runs on.
+ * @return "epoll", "io_uring" or "poll" (a static string).
+ */
 const char *aiol_loop_fdmon_get(const aiol_loop *loop);
 
 /**
@@ -140,6 +144,7 @@ bool aiol_loop_poll(aiol_loop *loop, bool blocking);
  * (0, say) never blocks; AIOL_DEADLINE_NONE blocks as long as needed.
  * The wait has nanosecond precision on every fd monitor.  Meant for embedders
  * that own the outer deadline.
+ * @return true when progress was made, as aiol_loop_poll().
  */
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);
 
@@ -195,7 +200,10 @@ void aiol_loop_block_hooks_set(aiol_loop *loop, aiol_block_fn *before,
 /** Copies the loop's counters into @p out. */
 void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out);
 
-/** Current CLOCK_MONOTONIC time in nanoseconds. */
+/**
+ * Current CLOCK_MONOTONIC time in nanoseconds.
+ * @return the time, in nanoseconds.
+ */
 int64_t aiol_mono_time_get(void);
 
 #pragma GCC visibility pop

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/queue.h - intrusive lists for event-loop bookkeeping.
  *
  * Two shapes, both intrusive (the link lives inside the element, nothing

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/timer.h - clocks and timers.
  *
  * Timers live on a clock.  Every loop has a built-in monotonic clock
@@ -59,7 +60,10 @@ typedef struct aiol_timer aiol_timer;
 /** Returns the current time of an embedder's clock, in ns. */
 typedef int64_t aiol_clock_now_fn(void *opaque);
 
-/** The loop's built-in CLOCK_MONOTONIC clock.  Owned by the loop. */
+/**
+ * The loop's built-in CLOCK_MONOTONIC clock.  Owned by the loop.
+ * @return the clock; never NULL.
+ */
 aiol_clock *aiol_loop_clock_get(aiol_loop *loop);
 
 /**
@@ -78,7 +82,10 @@ int aiol_clock_new(aiol_loop *loop, aiol_clock_now_fn *now, void *opaque,
  */
 void aiol_clock_free(aiol_clock *clock);
 
-/** The clock's current time in ns. */
+/**
+ * The clock's current time in ns.
+ * @return the time, in nanoseconds.
+ */
 int64_t aiol_clock_time_get(aiol_clock *clock);
 
 /**
@@ -100,12 +107,16 @@ int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns);
 /** Disarms @p timer; no effect if it is not armed.  O(log n). */
 void aiol_timer_cancel(aiol_timer *timer);
 
-/** True while @p timer is armed. */
+/**
+ * True while @p timer is armed.
+ * @return true when armed, false when not (never armed, fired or cancelled).
+ */
 bool aiol_timer_is_armed(const aiol_timer *timer);
 
 /**
  * The deadline @p timer is armed for, or -1 if it is not armed (a timer
  * armed for -1 gives -1 too: aiol_timer_is_armed() tells them apart).
+ * @return the deadline in ns on the timer's clock, or -1.
  */
 int64_t aiol_timer_deadline_get(const aiol_timer *timer);
 

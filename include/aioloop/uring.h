@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/uring.h - submitting arbitrary io_uring requests on the loop's
  * own ring (io_uring fd monitor only).
  *
@@ -65,7 +66,11 @@ typedef void aiol_cqe_fn(void *opaque, int res, uint32_t flags);
  * Room for the completion is reserved here, so a request, once accepted,
  * completes even when memory runs out later.
  *
- * @param out  receives a handle for aiol_uring_cancel(); may be NULL
+ * @param loop    the loop, which must run on the io_uring fd monitor
+ * @param prep    fills the request's SQE, called before this returns
+ * @param done    its completion callback
+ * @param opaque  passed to @p prep and @p done
+ * @param out     receives a handle for aiol_uring_cancel(); may be NULL
  * @return 0, -ENOTSUP when the loop does not run on io_uring, -ENOMEM
  *         (nothing queued), -ESHUTDOWN from a completion callback that
  *         aiol_loop_free() runs (the loop is going away).
@@ -103,7 +108,10 @@ int aiol_uring_flush(aiol_loop *loop);
  */
 int aiol_uring_drain(aiol_loop *loop);
 
-/** Number of requests submitted whose completion callback has not run. */
+/**
+ * Number of requests submitted whose completion callback has not run.
+ * @return the count (0 on an fd monitor other than io_uring).
+ */
 unsigned aiol_uring_pending_get(aiol_loop *loop);
 
 #pragma GCC visibility pop

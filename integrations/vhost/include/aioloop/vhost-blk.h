@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/vhost-blk.h - a vhost-user-blk device on libaioloop-vhost.
  *
  * Serves a raw image file to a vhost-user frontend (QEMU's
@@ -49,7 +50,10 @@ typedef struct aiol_vhost_blk_opts {
 
 /** What the device did (loop's thread). */
 typedef struct aiol_vhost_blk_stats {
+    /** @{ */
+    /** requests served, by type (in, out, flush, discard, get_id) */
     uint64_t reads, writes, flushes, discards, get_ids;
+    /** @} */
     uint64_t ioerr;   /**< requests completed with VIRTIO_BLK_S_IOERR */
     uint64_t unsupp;  /**< requests completed with VIRTIO_BLK_S_UNSUPP */
     uint64_t on_ring; /**< requests whose I/O went to the loop's io_uring
@@ -66,7 +70,10 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
                        const aiol_vhost_blk_opts *opts,
                        aiol_vhost_blk **out);
 
-/** The vhost-user device underneath (to listen, adopt, read stats). */
+/**
+ * The vhost-user device underneath (to listen, adopt, read stats).
+ * @return the device, owned by @p blk; never NULL.
+ */
 aiol_vhost_dev *aiol_vhost_blk_dev_get(aiol_vhost_blk *blk);
 
 /** Copies the device's counters into @p out. */

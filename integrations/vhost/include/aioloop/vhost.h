@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/vhost.h - a vhost-user backend (device side) on libaioloop.
  *
  * One aiol_vhost_dev is one vhost-user device: a unix-socket server on an
@@ -70,11 +71,13 @@ enum aiol_vhost_request {
     AIOL_VHOST_SET_CONFIG = 25,
 };
 
+/** @{ */
 /** Header flags: protocol version (1), reply, need_reply. */
 #define AIOL_VHOST_FLAG_VERSION 0x1u
 #define AIOL_VHOST_FLAG_VERSION_MASK 0x3u
 #define AIOL_VHOST_FLAG_REPLY (1u << 2)
 #define AIOL_VHOST_FLAG_NEED_REPLY (1u << 3)
+/** @} */
 
 /** Size of a message header (request, flags, size: three u32). */
 #define AIOL_VHOST_HDR_SIZE 12u
@@ -89,20 +92,26 @@ enum aiol_vhost_request {
 /** Largest split-ring size (virtio 1.x). */
 #define AIOL_VHOST_MAX_RING 32768u
 
+/** @{ */
 /** In SET_VRING_KICK/CALL/ERR's u64: low byte is the index, this bit "no fd". */
 #define AIOL_VHOST_VRING_IDX_MASK 0xffu
 #define AIOL_VHOST_VRING_NOFD_MASK (1u << 8)
+/** @} */
 
+/** @{ */
 /** Protocol feature bits (GET/SET_PROTOCOL_FEATURES). */
 #define AIOL_VHOST_PROTOCOL_F_MQ 0
 #define AIOL_VHOST_PROTOCOL_F_REPLY_ACK 3
 #define AIOL_VHOST_PROTOCOL_F_CONFIG 9
+/** @} */
 
+/** @{ */
 /** Virtio feature bits the library itself handles or offers. */
 #define AIOL_VHOST_F_RING_INDIRECT_DESC 28
 #define AIOL_VHOST_F_RING_EVENT_IDX 29
 #define AIOL_VHOST_F_PROTOCOL_FEATURES 30
 #define AIOL_VHOST_F_VERSION_1 32
+/** @} */
 
 /* ---- Devices ---------------------------------------------------------- */
 
@@ -198,23 +207,38 @@ int aiol_vhost_dev_adopt(aiol_vhost_dev *dev, int fd);
 /** Drops the current connection, if any, as a malformed message would. */
 void aiol_vhost_dev_disconnect(aiol_vhost_dev *dev);
 
-/** True while a frontend is connected. */
+/**
+ * True while a frontend is connected.
+ * @return true when connected, else false.
+ */
 bool aiol_vhost_dev_is_connected(const aiol_vhost_dev *dev);
 
-/** Features the frontend acked (SET_FEATURES), 0 before. */
+/**
+ * Features the frontend acked (SET_FEATURES).
+ * @return the feature bits, 0 before SET_FEATURES.
+ */
 uint64_t aiol_vhost_dev_features_get(const aiol_vhost_dev *dev);
 
-/** Protocol features the frontend acked (SET_PROTOCOL_FEATURES). */
+/**
+ * Protocol features the frontend acked (SET_PROTOCOL_FEATURES).
+ * @return the protocol feature bits, 0 before SET_PROTOCOL_FEATURES.
+ */
 uint64_t aiol_vhost_dev_protocol_features_get(const aiol_vhost_dev *dev);
 
-/** Queue @p index (< num_queues; misuse aborts). */
+/**
+ * Queue @p index (< num_queues; misuse aborts).
+ * @return the queue, owned by @p dev; never NULL.
+ */
 aiol_vhost_vq *aiol_vhost_dev_vq_get(aiol_vhost_dev *dev, unsigned index);
 
 /** Copies the device's counters into @p out. */
 void aiol_vhost_dev_stats_get(const aiol_vhost_dev *dev,
                               aiol_vhost_stats *out);
 
-/** Why the last connection was dropped or request refused ("" if never). */
+/**
+ * Why the last connection was dropped or request refused.
+ * @return a message owned by @p dev, "" if none was.
+ */
 const char *aiol_vhost_dev_last_error_get(const aiol_vhost_dev *dev);
 
 /**
@@ -273,16 +297,28 @@ void aiol_vhost_vq_push(aiol_vhost_vq *vq, const aiol_vhost_elem *elem,
  */
 bool aiol_vhost_vq_notify(aiol_vhost_vq *vq);
 
-/** The queue's index in its device. */
+/**
+ * The queue's index in its device.
+ * @return the index, 0 to the device's num_queues - 1.
+ */
 unsigned aiol_vhost_vq_index_get(const aiol_vhost_vq *vq);
 
-/** The queue's size (SET_VRING_NUM), 0 before. */
+/**
+ * The queue's size (SET_VRING_NUM).
+ * @return the number of descriptors, 0 before SET_VRING_NUM.
+ */
 unsigned aiol_vhost_vq_size_get(const aiol_vhost_vq *vq);
 
-/** True when started (kick fd set, not stopped) and enabled. */
+/**
+ * True when started (kick fd set, not stopped) and enabled.
+ * @return true when running, else false.
+ */
 bool aiol_vhost_vq_is_running(const aiol_vhost_vq *vq);
 
-/** True when a malformed chain broke the ring. */
+/**
+ * True when a malformed chain broke the ring.
+ * @return true when broken, else false.
+ */
 bool aiol_vhost_vq_is_broken(const aiol_vhost_vq *vq);
 
 /** Copies the queue's counters into @p out. */

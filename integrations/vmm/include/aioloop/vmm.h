@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/*
+/**
+ * @file
  * aioloop/vmm.h - KVM notifier batching for VMM authors, on libaioloop.
  *
  * Four small pieces, usable without QEMU (docs/vmm.md walks through them):
@@ -88,7 +89,8 @@ typedef struct aiol_vmm_kvm {
  * (KVM_CREATE_IRQCHIP, which KVM_SET_GSI_ROUTING and KVM_IRQFD need on
  * x86).  Uses the real layer.  The /dev/kvm fd is closed before returning
  * (the VM keeps KVM alive).
- * @param vm_fd  receives the VM fd (close-on-exec) on success
+ * @param irqchip  also create the in-kernel irqchip
+ * @param vm_fd    receives the VM fd (close-on-exec) on success
  * @return 0; -ENOENT (no /dev/kvm), -EACCES, or what KVM_CREATE_VM /
  *         KVM_CREATE_IRQCHIP gave; nothing is left open on failure.
  */
@@ -182,7 +184,10 @@ int aiol_vmm_ioev_txn_commit(aiol_vmm_ioev_group *g);
  */
 void aiol_vmm_ioev_txn_abort(aiol_vmm_ioev_group *g);
 
-/** True while a transaction is open on @p g. */
+/**
+ * True while a transaction is open on @p g.
+ * @return true inside a transaction (at any nesting depth), else false.
+ */
 bool aiol_vmm_ioev_txn_get(const aiol_vmm_ioev_group *g);
 
 /**
@@ -220,16 +225,23 @@ int aiol_vmm_ioev_set(aiol_vmm_ioev *n, const aiol_vmm_ioev_match *m);
  */
 int aiol_vmm_ioev_remove(aiol_vmm_ioev *n);
 
-/** The notifier's eventfd (valid until aiol_vmm_ioev_free()). */
+/**
+ * The notifier's eventfd.
+ * @return the fd, valid until aiol_vmm_ioev_free().
+ */
 int aiol_vmm_ioev_fd_get(const aiol_vmm_ioev *n);
 
 /**
  * True when @p n is registered with KVM as of the last successful commit;
  * then *@p m (if not NULL) receives the match.
+ * @return true when registered, false when not (*@p m untouched).
  */
 bool aiol_vmm_ioev_match_get(const aiol_vmm_ioev *n, aiol_vmm_ioev_match *m);
 
-/** Number of notifiers registered with KVM as of the last commit. */
+/**
+ * Number of notifiers registered with KVM as of the last commit.
+ * @return the count.
+ */
 size_t aiol_vmm_ioev_group_count_get(const aiol_vmm_ioev_group *g);
 
 /* ------------------------------------------------------------------------
@@ -268,7 +280,7 @@ size_t aiol_vmm_ioev_group_count_get(const aiol_vmm_ioev_group *g);
 /** An MSI message: what the device writes, where. */
 typedef struct aiol_vmm_msi_msg {
     uint32_t address_lo; /**< e.g. 0xfee00000 | dest << 12 on x86 */
-    uint32_t address_hi;
+    uint32_t address_hi; /**< upper 32 bits of the address */
     uint32_t data;       /**< vector, delivery mode... */
 } aiol_vmm_msi_msg;
 
@@ -354,7 +366,10 @@ void aiol_vmm_msi_table_abort(aiol_vmm_msi_table *t);
  */
 void aiol_vmm_msi_route_abort(aiol_vmm_msi_table *t, uint32_t gsi);
 
-/** True when a commit would issue an ioctl. */
+/**
+ * True when a commit would issue an ioctl.
+ * @return true when the wanted table differs from the committed one.
+ */
 bool aiol_vmm_msi_table_dirty_get(const aiol_vmm_msi_table *t);
 
 /**
@@ -364,14 +379,23 @@ bool aiol_vmm_msi_table_dirty_get(const aiol_vmm_msi_table *t);
 int aiol_vmm_msi_msg_get(const aiol_vmm_msi_table *t, uint32_t gsi,
                          bool committed, aiol_vmm_msi_msg *msg);
 
-/** The wanted or committed irqfd of route @p gsi, or -1. */
+/**
+ * The wanted (@p committed false) or committed irqfd of route @p gsi.
+ * @return the irqfd, or -1 when that table has none at @p gsi.
+ */
 int aiol_vmm_msi_irqfd_get(const aiol_vmm_msi_table *t, uint32_t gsi,
                            bool committed);
 
-/** Number of MSI routes in the wanted table. */
+/**
+ * Number of MSI routes in the wanted table.
+ * @return the count.
+ */
 size_t aiol_vmm_msi_table_count_get(const aiol_vmm_msi_table *t);
 
-/** The route limit (fixed entries and MSI routes together). */
+/**
+ * The route limit (fixed entries and MSI routes together).
+ * @return the most routes the table holds.
+ */
 uint32_t aiol_vmm_msi_table_limit_get(const aiol_vmm_msi_table *t);
 
 /* ------------------------------------------------------------------------
@@ -417,11 +441,17 @@ int aiol_vmm_msi_coalescer_new(aiol_loop *loop, aiol_vmm_msi_table *t,
 void aiol_vmm_msi_coalescer_free(aiol_vmm_msi_coalescer *c);
 
 /**
- * Queues "route @p gsi gets message @p msg" and schedules the commit.
+ * Queues the update "route gsi gets message msg" (@p gsi, @p msg) and
+ * schedules the commit.
  * Any thread.  @p done (may be NULL) runs on the loop's thread after the
  * commit that carried this update (or the later one that replaced it).
- * @param seq  if not NULL, receives the update's sequence number (1, 2...
- *             in queueing order, per coalescer)
+ * @param c       the coalescer
+ * @param gsi     the route
+ * @param msg     its new message (copied)
+ * @param done    completion, or NULL
+ * @param opaque  passed to @p done
+ * @param seq     if not NULL, receives the update's sequence number (1,
+ *                2... in queueing order, per coalescer)
  * @return 0; -EINVAL for a GSI at or past the table's limit; -ENOMEM
  *         (with @p done: its record); on error nothing was queued.
  */
@@ -443,10 +473,14 @@ int aiol_vmm_msi_coalescer_set_wait(aiol_vmm_msi_coalescer *c, uint32_t gsi,
 /**
  * The sequence number of the last update applied (its commit finished,
  * successfully or not) or 0.  Any thread.
+ * @return the sequence number, 0 before the first update was applied.
  */
 uint64_t aiol_vmm_msi_coalescer_applied_get(const aiol_vmm_msi_coalescer *c);
 
-/** Number of commits (bursts) the coalescer made.  Loop's thread. */
+/**
+ * Number of commits (bursts) the coalescer made.  Loop's thread.
+ * @return the count.
+ */
 uint64_t aiol_vmm_msi_coalescer_commits_get(const aiol_vmm_msi_coalescer *c);
 
 /* ------------------------------------------------------------------------
@@ -493,6 +527,7 @@ int aiol_vmm_callfd_set(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc,
 /**
  * The fd to hand to the backend as the queue's call fd: the eventfd with
  * a vector, -1 without one ("no call fd: do not signal").
+ * @return the eventfd or -1.
  */
 int aiol_vmm_callfd_get(const aiol_vmm_callfd *vc);
 
