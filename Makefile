@@ -11,6 +11,7 @@ BUILD_TSAN  ?= build-tsan
 BUILD_FUZZ  ?= build-fuzz
 BUILD_AFL   ?= build-afl
 BUILD_BENCH ?= build-bench
+BUILD_DOCS  ?= build-docs
 FUZZ_SECONDS ?= 120
 VHOST_FUZZ_SECONDS ?= 60
 FUZZ_CORPORA := tests/fuzz/corpus/seed tests/fuzz/corpus/regress
@@ -31,11 +32,13 @@ CHECK_OPTS := -Dglib=enabled -Dlibev=enabled -Dlua=enabled
 # The peers `make bench` compares against, the plots and the syscall count.
 BENCH_PKGS := libev-dev libuv1-dev libglib2.0-dev libevent-dev gnuplot-nox \
               strace python3-uvloop qemu-system-common lua-luv
+# The API reference and the man(1) that check-docs reads its pages with.
+DOCS_PKGS := doxygen man-db
 
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps bench-deps check check-reuse check-gcc check-asan check-clang check-release check-tsan bench \
+.PHONY: all deps bench-deps check check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-stock check-qemu-series check-guest \
@@ -74,7 +77,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-install check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest
+check: check-reuse check-gcc check-docs check-install check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -87,6 +90,23 @@ check-reuse:
 # file with plain cc $(pkg-config ...) (tests/install).
 check-install: deps
 	tests/install/check-install.sh
+
+# The API reference (docs/reference.md): a -Ddocs=enabled build, whose
+# doxygen run fails on an undocumented public name or a function without
+# @return; its man pages as man(1) renders them; and where `meson
+# install` puts the HTML and the man pages.
+check-docs: deps
+	$(call install_missing,$(DOCS_PKGS))
+	@test -d $(BUILD_DOCS) || meson setup $(BUILD_DOCS) -Ddocs=enabled -Dtests=false --prefix=/usr
+	ninja -C $(BUILD_DOCS) docs
+	sh docs/reference/check-man3.sh $(BUILD_DOCS)/docs/reference/man3
+	rm -rf $(BUILD_DOCS)/destdir
+	meson install -C $(BUILD_DOCS) --quiet --destdir $(CURDIR)/$(BUILD_DOCS)/destdir
+	@for f in doc/aioloop/html/index.html man/man3/aiol_fd_set.3 \
+	         man/man3/aioloop_fd.h.3 man/man1/aioloop-vhost-blk.1; do \
+	  find $(BUILD_DOCS)/destdir -path "*/share/$$f" | grep -q . || \
+	    { echo "check-docs: meson install did not put share/$$f in $(BUILD_DOCS)/destdir"; exit 1; }; \
+	done; echo "check-docs: the reference and the man pages install"
 
 check-gcc: all
 	$(MESON_TEST) -C $(BUILD) --suite unit --suite stress
@@ -300,4 +320,4 @@ clean-qemu:
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN) $(BUILD_FUZZ) \
-	  $(BUILD_AFL) $(BUILD_BENCH)
+	  $(BUILD_AFL) $(BUILD_BENCH) $(BUILD_DOCS)
