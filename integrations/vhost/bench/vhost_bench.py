@@ -6,18 +6,22 @@ in the same run.
 
   vhost_bench.py --daemon BUILD/integrations/vhost/aioloop-vhost-blk \\
                  --bench BUILD/integrations/vhost/bench-vhost [--rounds 3]
-                 [--seconds 2] [--json OUT]
+                 [--seconds 2] [--storage shm,disk] [--disk-dir DIR]
+                 [--json OUT]
 
-Workloads (4 KiB requests at random offsets in a 256 MiB raw image on
-/dev/shm, prefilled, so the page cache serves them and the numbers are
-the backends' own cost): random reads at queue depth 32 and at depth 1
-(latency), random writes at depth 32, random reads over 4 queues at depth
-32.  Backends: ours on epoll (preadv/pwritev) and on io_uring (the loop's
-ring), qemu-storage-daemon with aio=threads and aio=io_uring.  Every
-round runs every backend once per workload, interleaved; the table gives
-the medians and ours/qsd ratios (same I/O engine: epoll against threads,
-io_uring against io_uring).  Every process runs under timeout and is
-killed by its PID.
+Storage: "shm", a 256 MiB raw image on /dev/shm, prefilled, so the page
+cache serves every request and the numbers are the backends' own cost;
+"disk", a 2 GiB raw image on a real filesystem (--disk-dir, default
+/var/tmp), prefilled, the page cache dropped before every run (echo 3 >
+/proc/sys/vm/drop_caches; as root), so reads come from the disk, served
+buffered and with O_DIRECT (qsd: cache.direct=on; ours: --direct).
+Workloads: 4 KiB random reads at queue depth 32 and at depth 1, random
+writes at depth 32, random reads over 4 queues at depth 32.  Backends:
+ours with each I/O engine (--aio threads and native on epoll, io_uring
+on the loop's ring) against qemu-storage-daemon with the same aio= and
+the same cache mode.  Every round runs every backend once per workload,
+interleaved; the table gives the medians and ours/qsd ratios.  Every
+process runs under timeout and is killed by its PID.
 """
 import argparse
 import json
@@ -30,15 +34,31 @@ import sys
 import tempfile
 import time
 
-IMG_SIZE = 256 << 20
+SIZES = {"shm": 256 << 20, "disk": 2 << 30}
 WORKLOADS = [
     ("randread, depth 32", ["--depth", "32"], 1),
     ("randread, depth 1", ["--depth", "1"], 1),
     ("randwrite, depth 32", ["--depth", "32", "--write"], 1),
     ("randread, 4 queues x depth 32", ["--depth", "32", "--queues", "4"], 4),
 ]
-BACKENDS = ["aioloop epoll", "aioloop io_uring", "qsd threads", "qsd io_uring"]
-PEER = {"aioloop epoll": "qsd threads", "aioloop io_uring": "qsd io_uring"}
+# (who, aio, direct): ours runs io_uring on the io_uring fd monitor (the
+# loop's own ring), the others on epoll.  native needs O_DIRECT.
+ENGINES = ["threads", "native", "io_uring"]
+
+
+def backends(direct):
+    out = []
+    for who in ("aioloop", "qsd"):
+        for aio in ENGINES:
+            if aio == "native" and not direct:
+                continue
+            out.append("%s %s%s" % (who, aio, ", direct" if direct else ""))
+    return out
+
+
+def peer(name):
+    return "qsd" + name[len("aioloop"):] if name.startswith("aioloop") \
+        else None
 
 
 def wait_socket(path, proc, what, timeout=10):
@@ -50,14 +70,19 @@ def wait_socket(path, proc, what, timeout=10):
 
 
 def start_backend(name, args, sock, img, queues):
-    if name.startswith("aioloop"):
+    who, rest = name.split(" ", 1)
+    aio = rest.split(",")[0]
+    direct = rest.endswith("direct")
+    if who == "aioloop":
         cmd = [args.daemon, "--socket", sock, "--file", img,
-               "--num-queues", str(queues), "--fdmon", name.split()[1]]
+               "--num-queues", str(queues), "--aio", aio,
+               "--fdmon", "io_uring" if aio == "io_uring" else "epoll"]
+        cmd += ["--direct"] if direct else []
     else:
         qsd = shutil.which("qemu-storage-daemon")
-        aio = name.split()[1]
         cmd = [qsd, "--blockdev",
-               "driver=file,node-name=f0,filename=%s,aio=%s" % (img, aio),
+               "driver=file,node-name=f0,filename=%s,aio=%s,cache.direct=%s"
+               % (img, aio, "on" if direct else "off"),
                "--export", "type=vhost-user-blk,id=e0,node-name=f0,"
                "addr.type=unix,addr.path=%s,writable=on,num-queues=%d"
                % (sock, queues)]
@@ -66,6 +91,12 @@ def start_backend(name, args, sock, img, queues):
                             stderr=subprocess.PIPE)
     wait_socket(sock, proc, name)
     return proc
+
+
+def drop_caches():
+    subprocess.run(["sync"], check=True)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3\n")
 
 
 def stop(proc):
@@ -78,15 +109,17 @@ def stop(proc):
             proc.wait()
 
 
-def run_one(args, tmp, img, backend, extra, queues):
+def run_one(args, tmp, img, size, backend, extra, queues, cold):
     sock = os.path.join(tmp, "vhost.sock")
     if os.path.exists(sock):
         os.unlink(sock)
+    if cold:
+        drop_caches()
     proc = start_backend(backend, args, sock, img, queues)
     try:
         out = subprocess.run(["timeout", "-k", "5", "60", args.bench,
                               "--socket", sock, "--seconds", str(args.seconds),
-                              "--span", str(IMG_SIZE)] + extra,
+                              "--span", str(size)] + extra,
                              capture_output=True, text=True)
         if out.returncode != 0:
             raise RuntimeError("bench-vhost against %s failed: %s%s"
@@ -96,58 +129,86 @@ def run_one(args, tmp, img, backend, extra, queues):
         stop(proc)
 
 
+def make_image(img, size):
+    with open(img, "wb") as f:
+        chunk = os.urandom(1 << 20)
+        for _ in range(size >> 20):
+            f.write(chunk)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def run_storage(args, storage):
+    """Every backend on one storage kind: {workload: {backend: runs}}."""
+    cold = storage == "disk"
+    where = args.disk_dir if cold else "/dev/shm"
+    tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir=where)
+    img = os.path.join(tmp, "disk.img")
+    size = SIZES[storage]
+    names = backends(False) + backends(True)
+    res = {w[0]: {b: [] for b in names} for w in WORKLOADS}
+    try:
+        make_image(img, size)
+        for r in range(args.rounds):
+            for name, extra, queues in WORKLOADS:
+                order = names if r % 2 == 0 else names[::-1]
+                for b in order:
+                    res[name][b].append(run_one(args, tmp, img, size, b,
+                                                extra, queues, cold))
+            print("vhost_bench: %s: round %d of %d done"
+                  % (storage, r + 1, args.rounds), file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--bench", required=True)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2)
+    ap.add_argument("--storage", default="shm,disk")
+    ap.add_argument("--disk-dir", default="/var/tmp")
     ap.add_argument("--json")
     args = ap.parse_args()
     if shutil.which("qemu-storage-daemon") is None:
         print("vhost_bench: qemu-storage-daemon is missing "
               "(Debian's qemu-system-common)", file=sys.stderr)
         return 1
-    shm = "/dev/shm" if os.access("/dev/shm", os.W_OK) else None
-    tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir=shm)
-    img = os.path.join(tmp, "disk.img")
-    try:
-        with open(img, "wb") as f:
-            chunk = os.urandom(1 << 20)
-            for _ in range(IMG_SIZE >> 20):
-                f.write(chunk)
-        res = {w[0]: {b: [] for b in BACKENDS} for w in WORKLOADS}
-        for r in range(args.rounds):
-            for name, extra, queues in WORKLOADS:
-                order = BACKENDS if r % 2 == 0 else BACKENDS[::-1]
-                for b in order:
-                    res[name][b].append(run_one(args, tmp, img, b, extra,
-                                                queues))
-            print("vhost_bench: round %d of %d done" % (r + 1, args.rounds),
-                  file=sys.stderr)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
+    storages = [x for x in args.storage.split(",") if x]
+    if "disk" in storages and os.geteuid() != 0:
+        print("vhost_bench: dropping the page cache needs root; "
+              "--storage shm measures without the disk", file=sys.stderr)
+        return 1
 
     def med(runs, key):
         return statistics.median(x[key] for x in runs)
 
-    print("| workload | backend | kIOPS | p50 (us) | p99 (us) | ours / qsd IOPS |")
-    print("|---|---|---:|---:|---:|---:|")
     summary = {}
-    for name, _, _ in WORKLOADS:
-        summary[name] = {}
-        for b in BACKENDS:
-            runs = res[name][b]
-            iops = med(runs, "iops")
-            summary[name][b] = {"iops": iops, "p50_us": med(runs, "p50_us"),
-                                "p99_us": med(runs, "p99_us"),
-                                "runs": runs}
-            ratio = ""
-            if b in PEER:
-                ratio = "%.2f" % (iops / med(res[name][PEER[b]], "iops"))
-            print("| %s | %s | %.1f | %d | %d | %s |"
-                  % (name, b, iops / 1000, summary[name][b]["p50_us"],
-                     summary[name][b]["p99_us"], ratio))
+    for storage in storages:
+        res = run_storage(args, storage)
+        summary[storage] = {}
+        print("\n%s (%s):\n" % (storage, "2 GiB image on %s, cold page "
+                                 "cache" % args.disk_dir
+                                 if storage == "disk" else
+                                 "256 MiB image on /dev/shm"))
+        print("| workload | backend | kIOPS | p50 (us) | p99 (us) "
+              "| ours / qsd IOPS |")
+        print("|---|---|---:|---:|---:|---:|")
+        for name, _, _ in WORKLOADS:
+            summary[storage][name] = {}
+            for b, runs in res[name].items():
+                iops = med(runs, "iops")
+                row = {"iops": iops, "p50_us": med(runs, "p50_us"),
+                       "p99_us": med(runs, "p99_us"), "runs": runs}
+                summary[storage][name][b] = row
+                ratio = ""
+                if peer(b) in res[name]:
+                    ratio = "%.2f" % (iops / med(res[name][peer(b)], "iops"))
+                print("| %s | %s | %.1f | %d | %d | %s |"
+                      % (name, b, iops / 1000, row["p50_us"], row["p99_us"],
+                         ratio))
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)

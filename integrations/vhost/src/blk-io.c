@@ -1,35 +1,46 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * blk-io.c - the vhost-user-blk device's I/O (blk.h): a parsed request's
- * read, write, flush or discard, run synchronously (preadv, pwritev,
- * fdatasync, fallocate) or submitted on the loop's own io_uring ring
- * (aioloop/uring.h: IORING_OP_READV, WRITEV, FSYNC with DATASYNC,
- * FALLOCATE), in the same io_uring_enter as the loop's wait.
+ * read, write, flush or discard, started on the device's engine and
+ * completed on the loop's thread.
  *
- * A short read or write is continued from where it stopped, on the ring
- * or, if the ring refuses, synchronously; no request is ever lost or left
- * half done.  Loop's thread throughout.
+ * Engines, as qemu-storage-daemon's aio= values: io_uring (blk-uring.c:
+ * the loop's own ring when the loop runs io_uring, in the same
+ * io_uring_enter as its wait, or a ring of the device's), native
+ * (blk-aio.c: Linux AIO, reads and writes of an O_DIRECT image) and
+ * threads (blk-pool.c).  What an engine refuses (a full ring, a flush on
+ * Linux AIO) goes to the worker pool, so no request runs on the loop's
+ * thread unless no worker thread can be started at all.
+ *
+ * O_DIRECT: a request whose offset or length is not aligned as the file
+ * needs goes to the buffered descriptor of the same file; one whose guest
+ * buffers are not aligned goes through an aligned bounce buffer.
+ *
+ * A short read or write is continued from where it stopped, on the same
+ * engine; no request is ever lost or left half done.
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
+#include <linux/stat.h>
 #include <linux/virtio_blk.h>
 
 #include "blk.h"
 #include "internal.h"
 
-#ifdef AIOL_HAVE_IO_URING
-#include <liburing.h>
-
-#include "aioloop/uring.h"
-#endif
-
-/* Drops the first @done bytes of r->iov (a partial transfer). */
+/* Moves @r past the first @done bytes of its I/O (a partial transfer). */
 static void advance(blk_req *r, uint64_t done)
 {
-    struct iovec *v = r->iov;
-    int n = r->niov;
+    struct iovec *v = r->io;
+    int n = r->nio;
 
     r->off += done;
     r->len -= done;
@@ -42,154 +53,268 @@ static void advance(blk_req *r, uint64_t done)
         v->iov_base = (uint8_t *)v->iov_base + done;
         v->iov_len -= done;
     }
-    if (v != r->iov) {
-        for (int i = 0; i < n; i++) {
-            r->iov[i] = v[i];
-        }
-    }
-    r->niov = n;
+    r->io = v;
+    r->nio = n;
 }
 
-/* preadv/pwritev until all of r->len moved; 0 or -errno (-EIO if short). */
-static int rw_sync(blk_req *r)
+int aiol__vblk_io_run(blk_req *r)
 {
-    while (r->len > 0) {
-        ssize_t got = r->op == BLK_OP_WRITE
-                          ? pwritev(r->b->fd, r->iov, r->niov, (off_t)r->off)
-                          : preadv(r->b->fd, r->iov, r->niov, (off_t)r->off);
-
-        if (got < 0 && errno == EINTR) {
-            continue;
-        }
-        if (got < 0) {
-            return -errno;
-        }
-        if (got == 0) {
-            return -EIO; /* the file shrank under us */
-        }
-        advance(r, (uint64_t)got);
-    }
-    return 0;
-}
-
-/* The status of a discard that returned @err (0 or -errno). */
-static uint8_t discard_status(int err)
-{
-    if (err == 0) {
-        return VIRTIO_BLK_S_OK;
-    }
-    return err == -EOPNOTSUPP ? VIRTIO_BLK_S_UNSUPP : VIRTIO_BLK_S_IOERR;
-}
-
-uint8_t aiol__vblk_io_sync(blk_req *r)
-{
-    int fd = r->b->fd;
-
     switch (r->op) {
     case BLK_OP_READ:
     case BLK_OP_WRITE:
-        return rw_sync(r) == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
-    case BLK_OP_FLUSH:
-        return fdatasync(fd) == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
-    case BLK_OP_DISCARD:
-        if (r->len == 0) {
-            return VIRTIO_BLK_S_OK;
+        while (r->len > 0) {
+            ssize_t got = r->op == BLK_OP_WRITE
+                              ? pwritev(r->fd, r->io, r->nio, (off_t)r->off)
+                              : preadv(r->fd, r->io, r->nio, (off_t)r->off);
+
+            if (got < 0 && errno == EINTR) {
+                continue;
+            }
+            if (got <= 0) {
+                return got < 0 ? -errno : -EIO; /* (0: the file shrank) */
+            }
+            advance(r, (uint64_t)got);
         }
-        return discard_status(
-            fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                      (off_t)r->off, (off_t)r->len) == 0 ? 0 : -errno);
-    case BLK_OP_NONE:
-        break;
-    }
-    return r->status;
-}
-
-#ifdef AIOL_HAVE_IO_URING
-
-static void prep(struct io_uring_sqe *sqe, void *opaque)
-{
-    blk_req *r = opaque;
-    int fd = r->b->fd;
-
-    switch (r->op) {
-    case BLK_OP_READ:
-        io_uring_prep_readv(sqe, fd, r->iov, (unsigned)r->niov, r->off);
-        break;
-    case BLK_OP_WRITE:
-        io_uring_prep_writev(sqe, fd, r->iov, (unsigned)r->niov, r->off);
-        break;
+        return 0;
     case BLK_OP_FLUSH:
-        io_uring_prep_fsync(sqe, fd, IORING_FSYNC_DATASYNC);
-        break;
+        /* (the inode's: covers writes through either descriptor) */
+        return fdatasync(r->fd) == 0 ? 0 : -errno;
     case BLK_OP_DISCARD:
-        io_uring_prep_fallocate(sqe, fd,
-                                FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
-                                (off_t)r->off, (off_t)r->len);
-        break;
+        return fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                         (off_t)r->off, (off_t)r->len) == 0 ? 0 : -errno;
     case BLK_OP_NONE:
-        aiol__vhost_check(false, "a request with no I/O was submitted");
+        break;
+    }
+    aiol__vhost_check(false, "a request with no I/O was run");
+    return -EINVAL;
+}
+
+/* Copies between a bounce buffer and the guest's iovecs (reads: out). */
+static void bounce_copy(blk_req *r, bool to_guest)
+{
+    uint8_t *p = r->bounce;
+
+    for (int i = 0; i < r->niov; i++) {
+        if (to_guest) {
+            memcpy(r->iov[i].iov_base, p, r->iov[i].iov_len);
+        } else {
+            memcpy(p, r->iov[i].iov_base, r->iov[i].iov_len);
+        }
+        p += r->iov[i].iov_len;
     }
 }
 
-static void done(void *opaque, int res, uint32_t flags)
+/* Ends @r's I/O with @err (0 or -errno) and finishes it. */
+static void end(blk_req *r, int err)
 {
-    blk_req *r = opaque;
     aiol_vhost_blk *b = r->b;
-    uint8_t status = VIRTIO_BLK_S_OK;
+    uint8_t status = err == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
 
-    (void)flags;
+    if (r->op == BLK_OP_DISCARD && err == -EOPNOTSUPP) {
+        status = VIRTIO_BLK_S_UNSUPP;
+    }
+    if (r->bounce != NULL) {
+        if (err == 0 && r->op == BLK_OP_READ) {
+            bounce_copy(r, true);
+        }
+        free(r->bounce);
+        r->bounce = NULL;
+    }
     aiol__vhost_check(b->inflight > 0, "a completion with none in flight");
     b->inflight--;
-    switch (r->op) {
-    case BLK_OP_READ:
-    case BLK_OP_WRITE:
-        if (res > 0 && (uint64_t)res >= r->len) {
-            break;
-        }
-        if (res == 0 || (res < 0 && res != -EINTR && res != -EAGAIN)) {
-            status = VIRTIO_BLK_S_IOERR; /* (0: the file shrank) */
-            break;
-        }
-        if (res > 0) {
-            advance(r, (uint64_t)res); /* short: the rest */
-        }
-        if (aiol__vblk_io_submit(r) == 0) {
-            return; /* on the ring again */
-        }
-        status = aiol__vblk_io_sync(r);
-        break;
-    case BLK_OP_FLUSH:
-        status = res == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
-        break;
-    case BLK_OP_DISCARD:
-        status = discard_status(res);
-        break;
-    case BLK_OP_NONE:
-        break;
-    }
     aiol__vblk_finish(r, status);
 }
 
-int aiol__vblk_io_submit(blk_req *r)
+/* Hands @r to its engine, or to the pool if the engine refuses it. */
+static void submit(blk_req *r)
 {
-    int ret;
+    aiol_vhost_blk *b = r->b;
+    bool rw = r->op == BLK_OP_READ || r->op == BLK_OP_WRITE;
 
-    if (!r->b->uring || (r->op == BLK_OP_DISCARD && r->len == 0)) {
-        return -ENOTSUP;
+    if (b->aio == AIOL_VHOST_BLK_AIO_IO_URING &&
+        aiol__vblk_uring_submit(b, b->ring, r) == 0) {
+        b->st.on_ring++;
+        return;
     }
-    ret = aiol_uring_submit(r->b->loop, prep, done, r, NULL);
-    if (ret == 0) {
-        r->b->inflight++;
+    /* (Linux AIO is asynchronous only on the O_DIRECT descriptor) */
+    if (b->aio == AIOL_VHOST_BLK_AIO_NATIVE && rw && r->fd == b->fd &&
+        aiol__vblk_aio_submit(b->aioctx, r) == 0) {
+        b->st.on_aio++;
+        return;
     }
-    return ret;
+    b->st.on_pool++;
+    aiol__vblk_pool_submit(b->pool, r);
 }
 
-#else /* !AIOL_HAVE_IO_URING */
-
-int aiol__vblk_io_submit(blk_req *r)
+void aiol__vblk_io_done(blk_req *r, int res)
 {
-    (void)r;
-    return -ENOTSUP;
+    bool rw = r->op == BLK_OP_READ || r->op == BLK_OP_WRITE;
+
+    if (rw && res >= 0 && (uint64_t)res < r->len) {
+        if (res == 0) {
+            end(r, -EIO); /* the file shrank under us */
+            return;
+        }
+        advance(r, (uint64_t)res); /* short: the rest */
+        submit(r);
+        return;
+    }
+    if (res == -EINTR || res == -EAGAIN) {
+        submit(r); /* (nothing was moved) */
+        return;
+    }
+    end(r, res < 0 ? res : 0);
 }
 
-#endif
+/* Whether every buffer of @r's data is aligned to @a. */
+static bool iov_aligned(const blk_req *r, unsigned a)
+{
+    for (int i = 0; i < r->niov; i++) {
+        if ((uintptr_t)r->iov[i].iov_base % a != 0 ||
+            r->iov[i].iov_len % a != 0) {
+            return false;
+        }
+    }
+    return true;
+}
+
+/* For an O_DIRECT image: the descriptor and buffers @r's I/O uses. */
+static void direct_plan(blk_req *r)
+{
+    aiol_vhost_blk *b = r->b;
+
+    if (r->off % b->off_align != 0 || r->len % b->off_align != 0) {
+        r->fd = b->fd_buffered;
+        b->st.buffered++;
+        return;
+    }
+    if (iov_aligned(r, b->mem_align)) {
+        return;
+    }
+    if (posix_memalign(&r->bounce, b->mem_align, (size_t)r->len) != 0) {
+        r->bounce = NULL;
+        r->fd = b->fd_buffered; /* (no memory: the path that needs none) */
+        b->st.buffered++;
+        return;
+    }
+    if (r->op == BLK_OP_WRITE) {
+        bounce_copy(r, false);
+    }
+    r->bounce_iov = (struct iovec){ r->bounce, (size_t)r->len };
+    r->io = &r->bounce_iov;
+    r->nio = 1;
+    b->st.bounced++;
+}
+
+void aiol__vblk_io_start(blk_req *r)
+{
+    aiol_vhost_blk *b = r->b;
+
+    r->fd = b->fd;
+    r->io = r->iov;
+    r->nio = r->niov;
+    r->bounce = NULL;
+    b->inflight++;
+    if (r->op == BLK_OP_DISCARD && r->len == 0) {
+        end(r, 0);
+        return;
+    }
+    if (b->fd_buffered >= 0 &&
+        (r->op == BLK_OP_READ || r->op == BLK_OP_WRITE)) {
+        direct_plan(r);
+    }
+    submit(r);
+}
+
+void aiol__vblk_io_drain(aiol_vhost_blk *b)
+{
+    /* A short transfer resubmits, possibly on another engine: repeat,
+     * while that helps (a broken loop ring: aiol_loop_free() completes
+     * the rest). */
+    for (unsigned before = 0; b->inflight > 0 && b->inflight != before;) {
+        before = b->inflight;
+        if (b->aio == AIOL_VHOST_BLK_AIO_IO_URING) {
+            aiol__vblk_uring_drain(b, b->ring);
+        }
+        if (b->aioctx != NULL) {
+            aiol__vblk_aio_drain(b->aioctx);
+        }
+        aiol__vblk_pool_drain(b->pool);
+    }
+}
+
+/* ------------------------------------------------------------ set-up */
+
+/*
+ * An O_DIRECT image's alignments (statx STATX_DIOALIGN, else 4096) and
+ * its buffered twin, opened through /proc/self/fd.
+ */
+static int direct_init(aiol_vhost_blk *b, int flags)
+{
+    struct statx stx;
+    char path[64];
+
+    memset(&stx, 0, sizeof(stx));
+    b->mem_align = b->off_align = 4096;
+    if (syscall(SYS_statx, b->fd, "", AT_EMPTY_PATH, STATX_DIOALIGN,
+                &stx) == 0 &&
+        (stx.stx_mask & STATX_DIOALIGN) && stx.stx_dio_mem_align != 0) {
+        b->mem_align = stx.stx_dio_mem_align;
+        b->off_align = stx.stx_dio_offset_align;
+    }
+    /* (the guest sees 512-byte sectors: a larger alignment still works,
+       through the buffered descriptor) */
+    snprintf(path, sizeof(path), "/proc/self/fd/%d", b->fd);
+    b->fd_buffered = open(path, (flags & O_ACCMODE) | O_CLOEXEC);
+    return b->fd_buffered < 0 ? -errno : 0;
+}
+
+int aiol__vblk_io_init(aiol_vhost_blk *b, aiol_vhost_blk_aio aio)
+{
+    int flags = fcntl(b->fd, F_GETFL);
+    bool direct = flags >= 0 && (flags & O_DIRECT);
+    bool loop_uring = strcmp(aiol_loop_fdmon_get(b->loop), "io_uring") == 0;
+    int r;
+
+    b->fd_buffered = -1;
+    b->mem_align = b->off_align = 1;
+    if (aio == AIOL_VHOST_BLK_AIO_AUTO) {
+        aio = loop_uring ? AIOL_VHOST_BLK_AIO_IO_URING
+              : direct   ? AIOL_VHOST_BLK_AIO_NATIVE
+                         : AIOL_VHOST_BLK_AIO_THREADS;
+    }
+    if (aio == AIOL_VHOST_BLK_AIO_NATIVE && !direct) {
+        return -EINVAL; /* (aio=native needs cache.direct=on) */
+    }
+    b->aio = aio;
+    r = direct ? direct_init(b, flags) : 0;
+    if (r == 0) {
+        r = aiol__vblk_pool_new(b, b->max_workers, &b->pool);
+    }
+    if (r == 0 && aio == AIOL_VHOST_BLK_AIO_NATIVE) {
+        r = aiol__vblk_aio_new(b, &b->aioctx);
+    }
+    if (r == 0 && aio == AIOL_VHOST_BLK_AIO_IO_URING) {
+        b->loop_ring = loop_uring;
+        r = loop_uring ? 0 : aiol__vblk_ring_new(b, &b->ring);
+    }
+    if (r < 0) {
+        aiol__vblk_io_fini(b);
+    }
+    return r;
+}
+
+void aiol__vblk_io_fini(aiol_vhost_blk *b)
+{
+    aiol__vhost_check(b->inflight == 0, "requests outlive the device");
+    aiol__vblk_ring_free(b->ring);
+    b->ring = NULL;
+    aiol__vblk_aio_free(b->aioctx);
+    b->aioctx = NULL;
+    aiol__vblk_pool_free(b->pool);
+    b->pool = NULL;
+    if (b->fd_buffered >= 0) {
+        close(b->fd_buffered);
+        b->fd_buffered = -1;
+    }
+}

@@ -10,26 +10,28 @@
  * header is gathered and the data sliced out of the chain's iovecs.
  *
  * A kick pops every available chain and parses it into a blk_req
- * (blk.h).  Its I/O runs in blk-io.c: on the loop's io_uring ring when
- * the loop runs on io_uring, each completion pushing its chain and a
- * bottom half notifying once per batch; otherwise synchronously, with one
- * notify per kick.  Without memory for a request the chain runs
- * synchronously, so nothing waits for memory.  Before a ring stops, guest
- * memory is replaced or the device goes, every request on the ring is
- * waited for (aiol_uring_drain()): none outlives the memory it points at.
+ * (blk.h), and blk-io.c starts its I/O on the device's engine; each
+ * completion pushes its chain, a bottom half notifying once per batch.
+ * Requests come from a free list that starts with one per queue; without
+ * memory for another, a queue stops popping until a completion frees one
+ * (there is one in flight, since the list is empty), so nothing waits for
+ * memory on the loop's thread.  Before a ring stops, guest memory is
+ * replaced or the device goes, every request in flight is waited for:
+ * none outlives the memory it points at.
  */
 #include <endian.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <linux/fs.h>
 #include <linux/virtio_blk.h>
 
-#include "aioloop/uring.h"
 #include "blk.h"
 #include "internal.h"
 
@@ -245,20 +247,29 @@ void aiol__vblk_finish(blk_req *r, uint8_t status)
         *r->status_p = status;
         aiol_vhost_vq_push(r->vq, &r->elem, r->written + 1);
     }
-    if (r != &b->sync_req) {
-        /* a completion from the ring: notify with the rest of its batch */
-        b->notify_due |= 1ull << aiol_vhost_vq_index_get(r->vq);
-        aiol_bh_schedule(b->notify_bh);
-        r->next_free = b->free_reqs;
-        b->free_reqs = r;
-    }
+    /* notify with the rest of its batch */
+    b->notify_due |= 1ull << aiol_vhost_vq_index_get(r->vq);
+    aiol_bh_schedule(b->notify_bh);
+    r->next = b->free_reqs;
+    b->free_reqs = r;
 }
 
-/* Notifies every queue a completion pushed to since it last notified. */
+static void blk_queue(void *opaque, aiol_vhost_vq *vq);
+
+/* Notifies every queue a completion pushed to since it last notified,
+ * and pops again on the queues that stopped for want of memory. */
 static void notify_due(void *opaque)
 {
     aiol_vhost_blk *b = opaque;
+    uint64_t starved = b->starved;
 
+    b->starved = 0;
+    while (starved != 0) {
+        unsigned q = (unsigned)__builtin_ctzll(starved);
+
+        starved &= starved - 1;
+        blk_queue(b, aiol_vhost_dev_vq_get(b->dev, q));
+    }
     while (b->notify_due != 0) {
         unsigned q = (unsigned)__builtin_ctzll(b->notify_due);
 
@@ -267,16 +278,13 @@ static void notify_due(void *opaque)
     }
 }
 
-/* A request for the ring: recycled, new, or NULL (run synchronously). */
+/* A request: recycled or new; NULL without memory. */
 static blk_req *req_get(aiol_vhost_blk *b)
 {
     blk_req *r = b->free_reqs;
 
-    if (!b->uring) {
-        return NULL;
-    }
     if (r != NULL) {
-        b->free_reqs = r->next_free;
+        b->free_reqs = r->next;
         return r;
     }
     return malloc(sizeof(*r));
@@ -284,21 +292,18 @@ static blk_req *req_get(aiol_vhost_blk *b)
 
 static void req_put(aiol_vhost_blk *b, blk_req *r)
 {
-    if (r != NULL) {
-        r->next_free = b->free_reqs;
-        b->free_reqs = r;
-    }
+    r->next = b->free_reqs;
+    b->free_reqs = r;
 }
 
-/* Waits for every request on the ring and notifies what they pushed. */
+/* Waits for every request in flight and notifies what they pushed. */
 static void drain(void *opaque)
 {
     aiol_vhost_blk *b = opaque;
 
-    if (b->inflight > 0) {
-        /* (-EIO, a broken ring: aiol_loop_free() completes the rest) */
-        (void)aiol_uring_drain(b->loop);
-    }
+    aiol__vblk_io_drain(b);
+    b->starved = 0; /* (the rings stop, or their memory changes: the
+                       frontend kicks again) */
     notify_due(b);
 }
 
@@ -358,28 +363,27 @@ static void blk_queue(void *opaque, aiol_vhost_vq *vq)
     for (;;) {
         blk_req *r = req_get(b);
 
+        if (r == NULL) {
+            /* (the free list is empty: one is in flight, and its
+               completion pops again) */
+            b->starved |= 1ull << aiol_vhost_vq_index_get(vq);
+            break;
+        }
         if (aiol_vhost_vq_pop(vq, &e) != 1) {
             req_put(b, r);
             break;
         }
-        if (r == NULL) {
-            r = &b->sync_req; /* no ring, or no memory for a request */
-        }
         parse(b, vq, &e, r);
-        if (r->op != BLK_OP_NONE && r != &b->sync_req &&
-            aiol__vblk_io_submit(r) == 0) {
-            b->st.on_ring++;
-            continue; /* on the ring: its completion pushes it */
-        }
         if (r->op != BLK_OP_NONE) {
-            r->status = aiol__vblk_io_sync(r);
+            aiol__vblk_io_start(r); /* its completion pushes it */
+        } else {
+            aiol__vblk_finish(r, r->status); /* (notified below) */
         }
-        aiol__vblk_finish(r, r->status); /* (notified below) */
     }
     aiol_vhost_vq_notify(vq);
 }
 
-/* The ring stops: nothing of it may stay on the io_uring ring. */
+/* The ring stops: none of its requests may stay in flight. */
 static void blk_queue_stop(void *opaque, aiol_vhost_vq *vq)
 {
     (void)vq;
@@ -397,16 +401,28 @@ static const aiol_vhost_dev_ops blk_ops = {
 
 /* --------------------------------------------------------- lifetime */
 
+/* Frees the free list. */
+static void reqs_free(aiol_vhost_blk *b)
+{
+    while (b->free_reqs != NULL) {
+        blk_req *r = b->free_reqs;
+
+        b->free_reqs = r->next;
+        free(r);
+    }
+}
+
 int aiol_vhost_blk_new(aiol_loop *loop, int fd,
                        const aiol_vhost_blk_opts *opts, aiol_vhost_blk **out)
 {
     aiol_vhost_blk *b;
     struct stat st;
-    int r;
+    int r = 0;
 
     aiol__vhost_check(loop != NULL && opts != NULL && out != NULL,
                       "NULL argument");
-    if (opts->num_queues < 1 || opts->num_queues > 64 || fd < 0) {
+    if (opts->num_queues < 1 || opts->num_queues > 64 || fd < 0 ||
+        opts->aio > AIOL_VHOST_BLK_AIO_IO_URING) {
         return -EINVAL;
     }
     if (fstat(fd, &st) < 0) {
@@ -416,30 +432,59 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
     if (b == NULL) {
         return -ENOMEM;
     }
-    b->iov = calloc(AIOL_VHOST_MAX_RING, sizeof(*b->iov));
-    if (b->iov == NULL) {
-        free(b);
-        return -ENOMEM;
-    }
     b->fd = fd;
     b->sectors = (uint64_t)st.st_size / SECTOR;
+    if (S_ISBLK(st.st_mode)) {
+        uint64_t bytes;
+
+        if (ioctl(fd, BLKGETSIZE64, &bytes) < 0) {
+            r = -errno;
+            free(b);
+            return r;
+        }
+        b->sectors = bytes / SECTOR;
+    }
     b->read_only = opts->read_only;
     b->num_queues = opts->num_queues;
+    b->max_workers = opts->max_workers;
     {
         const char *id = opts->serial != NULL ? opts->serial : "aioloop";
 
         memcpy(b->serial, id, strnlen(id, ID_LEN)); /* (zero-padded) */
     }
     b->loop = loop;
-    b->uring = strcmp(aiol_loop_fdmon_get(loop), "io_uring") == 0;
-    r = aiol_bh_new(loop, notify_due, b, &b->notify_bh);
+    b->iov = calloc(AIOL_VHOST_MAX_RING, sizeof(*b->iov));
+    /* one request per queue from the start: a queue never waits for
+       memory with nothing in flight */
+    for (unsigned i = 0; b->iov != NULL && i < opts->num_queues; i++) {
+        blk_req *q = malloc(sizeof(*q));
+
+        if (q == NULL) {
+            break;
+        }
+        req_put(b, q);
+    }
+    if (b->iov == NULL || b->free_reqs == NULL) {
+        r = -ENOMEM;
+    }
+    if (r == 0) {
+        r = aiol__vblk_io_init(b, opts->aio);
+    }
+    if (r == 0) {
+        r = aiol_bh_new(loop, notify_due, b, &b->notify_bh);
+        if (r < 0) {
+            aiol__vblk_io_fini(b);
+        }
+    }
     if (r == 0) {
         r = aiol_vhost_dev_new(loop, &blk_ops, b, opts->num_queues, &b->dev);
         if (r < 0) {
             aiol_bh_free(b->notify_bh);
+            aiol__vblk_io_fini(b);
         }
     }
     if (r < 0) {
+        reqs_free(b);
         free(b->iov);
         free(b);
         return r;
@@ -447,7 +492,6 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
     *out = b;
     return 0;
 }
-
 aiol_vhost_dev *aiol_vhost_blk_dev_get(aiol_vhost_blk *blk)
 {
     aiol__vhost_check(blk != NULL, "NULL device");
@@ -467,14 +511,10 @@ void aiol_vhost_blk_free(aiol_vhost_blk *blk)
         return;
     }
     aiol_vhost_dev_free(blk->dev); /* (its queues stop: drained) */
-    aiol__vhost_check(blk->inflight == 0, "requests outlive the device");
+    aiol__vblk_io_drain(blk);      /* (and what a broken ring left) */
+    aiol__vblk_io_fini(blk);
     aiol_bh_free(blk->notify_bh);
-    while (blk->free_reqs != NULL) {
-        blk_req *r = blk->free_reqs;
-
-        blk->free_reqs = r->next_free;
-        free(r);
-    }
+    reqs_free(blk);
     free(blk->iov);
     free(blk);
 }

@@ -280,14 +280,47 @@ static void test_daemon_read_only(void **state)
     dt_cleanup(&t);
 }
 
+/* Each engine serves the image, O_DIRECT with native (where /tmp's
+ * filesystem has O_DIRECT: the daemon exits 3 if it cannot open it). */
+static void test_daemon_engines(void **state)
+{
+    static const char *const engines[][6] = {
+        { "--num-queues", "2", "--aio", "threads", NULL },
+        { "--num-queues", "2", "--aio", "io_uring", NULL },
+        { "--num-queues", "2", "--aio", "native", "--direct", NULL },
+        { "--num-queues", "2", "--aio", "threads", "--direct", NULL },
+    };
+    uint8_t w[8 * SEC];
+    dt t;
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof(engines) / sizeof(engines[0]); i++) {
+        dt_spawn(&t, IMG_SECTORS, engines[i]);
+        dt_session(&t);
+        dt_write_read(&t, 8 + i, w, sizeof(w));
+        assert_int_equal(kill(t.pid, SIGTERM), 0);
+        dt_expect_exit(&t, 0, "Terminated; 1 reads, 1 writes");
+        assert_file_holds(&t, 8 + i, w, sizeof(w));
+        dt_cleanup(&t);
+    }
+}
+
 static void test_daemon_bad_arguments(void **state)
 {
     static const char *const zero_queues[] = { "--num-queues", "0", NULL };
     static const char *const too_many[] = { "--num-queues", "65", NULL };
     static const char *const stray[] = { "stray", NULL };
+    static const char *const bad_aio[] = { "--aio", "posix", NULL };
+    static const char *const native_buffered[] = { "--aio", "native", NULL };
     dt t;
 
     (void)state;
+    dt_spawn(&t, 0, bad_aio);
+    dt_expect_exit(&t, 2, NULL);
+    dt_cleanup(&t);
+    dt_spawn(&t, 0, native_buffered);
+    dt_expect_exit(&t, 2, NULL);
+    dt_cleanup(&t);
     dt_spawn(&t, 0, zero_queues);
     dt_expect_exit(&t, 2, NULL);
     dt_cleanup(&t);
@@ -310,6 +343,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_daemon_sigterm_flushes_and_exits),
         cmocka_unit_test(test_daemon_drops_malformed_frontend),
         cmocka_unit_test(test_daemon_read_only),
+        cmocka_unit_test(test_daemon_engines),
         cmocka_unit_test(test_daemon_bad_arguments),
     };
 

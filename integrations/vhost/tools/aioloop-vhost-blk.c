@@ -4,10 +4,14 @@
  *
  *   aioloop-vhost-blk --socket PATH --file FILE [--num-queues N]
  *                     [--read-only] [--serial ID] [--fdmon NAME]
+ *                     [--aio threads|native|io_uring] [--direct]
  *
- * Serves FILE (a raw image) to one vhost-user frontend, e.g. QEMU's
+ * Serves FILE (a raw image or a block device; with --direct, opened
+ * O_DIRECT) to one vhost-user frontend, e.g. QEMU's
  * `-chardev socket,path=PATH,id=c0 -device vhost-user-blk-pci,chardev=c0`,
- * on one loop thread.  It exits when the frontend that connected goes
+ * on one loop thread; its I/O runs on the --aio engine (default: the
+ * loop's io_uring ring on io_uring, else native with --direct, else a
+ * pool of worker threads), never on the loop's thread.  It exits when the frontend that connected goes
  * away, or on SIGTERM, SIGINT or SIGHUP; either way the image is
  * fdatasync()ed before the exit status is decided, so a write the guest
  * saw acknowledged is on stable storage when the daemon is gone.
@@ -49,7 +53,9 @@ static void usage(FILE *to)
             "usage: aioloop-vhost-blk --socket PATH --file FILE "
             "[--num-queues N] [--read-only]\n"
             "                         [--serial ID] [--fdmon "
-            "epoll|io_uring|poll]\n");
+            "epoll|io_uring|poll]\n"
+            "                         [--aio threads|native|io_uring] "
+            "[--direct]\n");
 }
 
 static void on_signal(void *opaque)
@@ -102,6 +108,8 @@ int main(int argc, char **argv)
         { "read-only", no_argument, NULL, 'r' },
         { "serial", required_argument, NULL, 'i' },
         { "fdmon", required_argument, NULL, 'm' },
+        { "aio", required_argument, NULL, 'a' },
+        { "direct", no_argument, NULL, 'd' },
         { "help", no_argument, NULL, 'h' },
         { NULL, 0, NULL, 0 },
     };
@@ -112,9 +120,15 @@ int main(int argc, char **argv)
     aiol_vhost_stats ds;
     aiol_vhost_dev *dev;
     bool was_connected = false;
+    static const char *const engines[] = {
+        [AIOL_VHOST_BLK_AIO_THREADS] = "threads",
+        [AIOL_VHOST_BLK_AIO_NATIVE] = "native",
+        [AIOL_VHOST_BLK_AIO_IO_URING] = "io_uring",
+    };
+    bool direct = false;
     int c, fd, r, rc = 0;
 
-    while ((c = getopt_long(argc, argv, "s:f:q:ri:m:h", longopts, NULL)) !=
+    while ((c = getopt_long(argc, argv, "s:f:q:ri:m:a:dh", longopts, NULL)) !=
            -1) {
         switch (c) {
         case 's': sock = optarg; break;
@@ -130,6 +144,21 @@ int main(int argc, char **argv)
         case 'r': o.read_only = true; break;
         case 'i': o.serial = optarg; break;
         case 'm': fdmon = optarg; break;
+        case 'a':
+            o.aio = AIOL_VHOST_BLK_AIO_AUTO;
+            for (unsigned i = AIOL_VHOST_BLK_AIO_THREADS;
+                 i <= AIOL_VHOST_BLK_AIO_IO_URING; i++) {
+                if (strcmp(optarg, engines[i]) == 0) {
+                    o.aio = (aiol_vhost_blk_aio)i;
+                }
+            }
+            if (o.aio == AIOL_VHOST_BLK_AIO_AUTO) {
+                fprintf(stderr, "aioloop-vhost-blk: --aio wants threads, "
+                                "native or io_uring, not '%s'\n", optarg);
+                return 2;
+            }
+            break;
+        case 'd': direct = true; break;
         case 'h': usage(stdout); return 0;
         default: usage(stderr); return 2;
         }
@@ -138,8 +167,14 @@ int main(int argc, char **argv)
         usage(stderr);
         return 2;
     }
+    if (o.aio == AIOL_VHOST_BLK_AIO_NATIVE && !direct) {
+        fprintf(stderr, "aioloop-vhost-blk: --aio native needs --direct "
+                        "(as aio=native needs cache.direct=on)\n");
+        return 2;
+    }
 
-    fd = open(file, (o.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC);
+    fd = open(file, (o.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC |
+                        (direct ? O_DIRECT : 0));
     if (fd < 0) {
         fprintf(stderr, "aioloop-vhost-blk: %s: %s\n", file, strerror(errno));
         return 3;

@@ -5,14 +5,19 @@
  *
  * Serves a raw image file to a vhost-user frontend (QEMU's
  * vhost-user-blk-pci): read, write, flush, discard and get-id, in
- * 512-byte sectors, on the loop's thread.  When the loop runs on
- * io_uring, reads, writes, flushes and discards are submitted on the
- * loop's own ring (aioloop/uring.h) and complete asynchronously, a bottom
- * half notifying once per batch of completions; on the other fd monitors
- * (or without memory for a request) they run with preadv()/pwritev(),
- * fdatasync() and fallocate(), a kick's batch notified once.  Before a
- * ring stops, guest memory is replaced or the device is freed, every
- * request in flight completes.
+ * 512-byte sectors.  No request runs on the loop's thread: each goes to
+ * the device's I/O engine (aiol_vhost_blk_aio, as qemu-storage-daemon's
+ * aio= option): the loop's own io_uring ring (aioloop/uring.h) or a ring
+ * of the device's, Linux AIO, or a pool of worker threads.  Completions
+ * push their chains on the loop's thread, a bottom half notifying once
+ * per batch.  Before a ring stops, guest memory is replaced or the device
+ * is freed, every request in flight completes.
+ *
+ * An image opened with O_DIRECT is served with O_DIRECT: a request whose
+ * guest buffers are not aligned as the file needs goes through an
+ * aligned bounce buffer, and one whose offset or length is not aligned
+ * through a second, buffered descriptor of the same file (the kernel
+ * keeps the two coherent).
  *
  * A guest is untrusted: a request whose header or status byte is
  * missing, whose data is not a whole number of sectors or runs past the
@@ -40,12 +45,31 @@ extern "C" {
 /** A vhost-user-blk device serving one image file. */
 typedef struct aiol_vhost_blk aiol_vhost_blk;
 
+/** Where a device's requests run: qemu-storage-daemon's aio= values. */
+typedef enum aiol_vhost_blk_aio {
+    /** io_uring on the loop's ring when the loop runs io_uring; else
+        native for an O_DIRECT image, threads for a buffered one */
+    AIOL_VHOST_BLK_AIO_AUTO,
+    /** a pool of worker threads running preadv(), pwritev(),
+        fdatasync() and fallocate() (aio=threads) */
+    AIOL_VHOST_BLK_AIO_THREADS,
+    /** Linux AIO (io_submit(), completions through an eventfd on the
+        loop); flushes and discards go to the worker pool.  Needs an
+        O_DIRECT image, as aio=native needs cache.direct=on */
+    AIOL_VHOST_BLK_AIO_NATIVE,
+    /** io_uring: the loop's own ring when the loop runs io_uring, else a
+        ring of the device's whose completions the loop watches */
+    AIOL_VHOST_BLK_AIO_IO_URING,
+} aiol_vhost_blk_aio;
+
 /** Options of aiol_vhost_blk_new(). */
 typedef struct aiol_vhost_blk_opts {
     unsigned num_queues; /**< 1..64 */
     bool read_only;      /**< offer VIRTIO_BLK_F_RO, refuse writes */
     const char *serial;  /**< GET_ID answer (at most 20 bytes kept);
                               NULL: "aioloop" */
+    aiol_vhost_blk_aio aio; /**< the I/O engine; 0 is AUTO */
+    unsigned max_workers;   /**< worker threads at most; 0: 64 */
 } aiol_vhost_blk_opts;
 
 /** What the device did (loop's thread). */
@@ -56,15 +80,24 @@ typedef struct aiol_vhost_blk_stats {
     /** @} */
     uint64_t ioerr;   /**< requests completed with VIRTIO_BLK_S_IOERR */
     uint64_t unsupp;  /**< requests completed with VIRTIO_BLK_S_UNSUPP */
-    uint64_t on_ring; /**< requests whose I/O went to the loop's io_uring
-                           ring (the rest ran synchronously) */
+    uint64_t on_ring;   /**< I/Os submitted to an io_uring ring */
+    uint64_t on_aio;    /**< I/Os submitted with Linux AIO */
+    uint64_t on_pool;   /**< I/Os run by the worker pool */
+    uint64_t bounced;   /**< O_DIRECT I/Os through an aligned bounce buffer */
+    uint64_t buffered;  /**< O_DIRECT I/Os on the buffered descriptor
+                             (offset or length not aligned) */
 } aiol_vhost_blk_stats;
 
 /**
- * Creates a device on @p loop serving the open file @p fd (not closed by
- * the device; its size, rounded down to 512 bytes, is the capacity).
+ * Creates a device on @p loop serving the open file or block device
+ * @p fd (not closed by the device; its size, rounded down to 512 bytes,
+ * is the capacity).  Open it with O_DIRECT to serve it with O_DIRECT.
  * Listen or adopt a frontend through aiol_vhost_blk_dev_get().
- * @return 0; -EINVAL for bad options; fstat() errors; -ENOMEM.
+ * @return 0; -EINVAL for bad options, or AIOL_VHOST_BLK_AIO_NATIVE on
+ *         an image without O_DIRECT; -ENOTSUP for io_uring where liburing
+ *         was not built in; fstat() errors; errors of io_setup(),
+ *         io_uring_queue_init(), pthread_create() and reopening an
+ *         O_DIRECT image buffered; -ENOMEM.
  */
 int aiol_vhost_blk_new(aiol_loop *loop, int fd,
                        const aiol_vhost_blk_opts *opts,
