@@ -13,6 +13,7 @@
  *   loop:time(), loop:close(), loop:closed()
  *   aioloop.fileno(file) -> the fd of a Lua file object
  *   aioloop.pipe() -> r, w: a non-blocking pipe as two Lua files
+ *   aioloop.FDMONS, aioloop._VERSION (the library's "MAJOR.MINOR.PATCH")
  *
  * Errors never cross libaioloop's C frames: every Lua callback runs under
  * lua_pcall() with a traceback handler.  The first error of a poll is
@@ -665,5 +666,7 @@ int luaopen_aioloop(lua_State *L)
     lua_pushstring(L, "poll");
     lua_rawseti(L, -2, 3);
     lua_setfield(L, -2, "FDMONS");
+    lua_pushstring(L, aiol_version_string());
+    lua_setfield(L, -2, "_VERSION");
     return 1;
 }

@@ -15,12 +15,9 @@
 #ifndef AIOLOOP_AIOLOOP_H
 #define AIOLOOP_AIOLOOP_H
 
-/** @{ */
-/** Version of the headers. */
-#define AIOL_VERSION_MAJOR 0
-#define AIOL_VERSION_MINOR 1
-#define AIOL_VERSION_PATCH 0
-/** @} */
+/* AIOL_VERSION_MAJOR, _MINOR, _PATCH, _STRING, _HEX, AIOL_CHECK_VERSION():
+ * the headers' version, generated from the project version. */
+#include "aioloop/version.h"
 
 #include "aioloop/queue.h"
 #include "aioloop/loop.h"
@@ -30,5 +27,35 @@
 #include "aioloop/embed.h"
 #include "aioloop/iothread.h"
 #include "aioloop/uring.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* (exported from the shared library; everything else is hidden) */
+#pragma GCC visibility push(default)
+
+/**
+ * The version of the library the program runs with, in the form of
+ * AIOL_VERSION_HEX: (MAJOR << 16) | (MINOR << 8) | PATCH.  It equals the
+ * AIOL_VERSION_HEX of the headers the library was built with, so
+ * `aiol_version() >= AIOL_VERSION_HEX` tells a program that the shared
+ * library it loaded is at least as new as the headers it was compiled
+ * against.
+ */
+unsigned aiol_version(void);
+
+/**
+ * The version of the library the program runs with, "MAJOR.MINOR.PATCH":
+ * the AIOL_VERSION_STRING the library was built with, a static string
+ * (never NULL, never to be freed).
+ */
+const char *aiol_version_string(void);
+
+#pragma GCC visibility pop
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* AIOLOOP_AIOLOOP_H */

@@ -38,6 +38,10 @@ __all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "FDMONS"]
 #: The fd monitors libaioloop knows (io_uring only where built with it).
 FDMONS = ("epoll", "io_uring", "poll")
 
+#: The version of the libaioloop the binding runs on, "MAJOR.MINOR.PATCH"
+#: (aiol_version_string(); the binding is built with the library).
+__version__ = ffi.string(lib.aiol_version_string()).decode("ascii")
+
 _NS = 1000000000
 
 def _check(rc, what):

@@ -72,6 +72,8 @@ int aiol_timer_new(aiol_clock *clock, aiol_handler_fn *cb, void *opaque,
 int aiol_timer_mod(aiol_timer *timer, int64_t expire_ns);
 void aiol_timer_free(aiol_timer *timer);
 
+const char *aiol_version_string(void);
+
 /* Registers aioloop._speed, the C hot path (_speed.c), in sys.modules. */
 int aiol_py_speed_register(void);
 """

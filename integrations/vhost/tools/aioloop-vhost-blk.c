@@ -5,6 +5,7 @@
  *   aioloop-vhost-blk --socket PATH --file FILE [--num-queues N]
  *                     [--read-only] [--serial ID] [--fdmon NAME]
  *                     [--aio threads|native|io_uring] [--direct]
+ *   aioloop-vhost-blk --version | --help
  *
  * Serves FILE (a raw image or a block device; with --direct, opened
  * O_DIRECT) to one vhost-user frontend, e.g. QEMU's
@@ -36,6 +37,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include "aioloop/aioloop.h"
 #include "aioloop/fd.h"
 #include "aioloop/loop.h"
 #include "aioloop/vhost-blk.h"
@@ -55,7 +57,10 @@ static void usage(FILE *to)
             "                         [--serial ID] [--fdmon "
             "epoll|io_uring|poll]\n"
             "                         [--aio threads|native|io_uring] "
-            "[--direct]\n");
+            "[--direct]\n"
+            "       aioloop-vhost-blk --version   prints "
+            "\"aioloop-vhost-blk VERSION\" (libaioloop's)\n"
+            "       aioloop-vhost-blk --help      prints this\n");
 }
 
 static void on_signal(void *opaque)
@@ -111,6 +116,7 @@ int main(int argc, char **argv)
         { "aio", required_argument, NULL, 'a' },
         { "direct", no_argument, NULL, 'd' },
         { "help", no_argument, NULL, 'h' },
+        { "version", no_argument, NULL, 'V' },
         { NULL, 0, NULL, 0 },
     };
     aiol_vhost_blk_opts o = { .num_queues = 1 };
@@ -160,6 +166,9 @@ int main(int argc, char **argv)
             break;
         case 'd': direct = true; break;
         case 'h': usage(stdout); return 0;
+        case 'V':
+            printf("aioloop-vhost-blk %s\n", aiol_version_string());
+            return 0;
         default: usage(stderr); return 2;
         }
     }
