@@ -4,7 +4,12 @@
 # build: meson setup --prefix, ninja, meson install) and builds each
 # use-*.c here against the installed headers and libraries with plain
 # `cc $(pkg-config --cflags --libs PKG)`, PKG named in the file's first
-# line, then runs it.  Also checks every public header got installed.
+# line, then runs it; then once more linked with our static libraries
+# (lib*.a in place of -l, the rest from `pkg-config --static --libs`, so
+# a library's private dependencies must come through its .pc: liburing
+# by Requires.private).  Also checks every public header got installed,
+# the generated aioloop/version.h too, and that aioloop.pc names liburing
+# by Requires.private, never as a raw -luring.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -25,10 +30,16 @@ pcdir=$(dirname "$(find "$prefix" -name aioloop.pc)")
 libdir=$(dirname "$pcdir")
 export PKG_CONFIG_PATH=$pcdir
 for h in "$repo"/include/aioloop/*.h "$repo"/integrations/vhost/include/aioloop/*.h \
-         "$repo"/integrations/vmm/include/aioloop/*.h; do
+         "$repo"/integrations/vmm/include/aioloop/*.h version.h; do
     [ -f "$prefix/include/aioloop/${h##*/}" ] ||
         { echo "check-install: ${h##*/} was not installed"; exit 1; }
 done
+if grep -q -- '-luring' "$pcdir/aioloop.pc" ||
+   { pkg-config --exists liburing &&
+     ! grep -q '^Requires.private:.*liburing' "$pcdir/aioloop.pc"; }; then
+    echo "check-install: aioloop.pc must name liburing in Requires.private, not as -luring:"
+    cat "$pcdir/aioloop.pc"; exit 1
+fi
 n=0
 for src in "$here"/use-*.c; do
     pkgs=$(sed -n '1s|^/\* pkg-config: ||p' "$src")
@@ -39,6 +50,17 @@ for src in "$here"/use-*.c; do
         { echo "check-install: $(basename "$src") does not build against $pkgs"; exit 1; }
     LD_LIBRARY_PATH=$libdir "$exe" ||
         { echo "check-install: $(basename "$src") failed"; exit 1; }
+    # shellcheck disable=SC2046,SC2086 # (word splitting wanted)
+    static_libs=$(pkg-config --static --libs $pkgs |
+                  sed -E "s|-l(aioloop[a-z-]*)|$libdir/lib\\1.a|g")
+    # shellcheck disable=SC2046,SC2086
+    cc -std=c11 -Wall -Wextra -Werror -o "$exe-static" "$src" \
+        $(pkg-config --cflags $pkgs) $static_libs ||
+        { echo "check-install: $(basename "$src") does not link static with $static_libs"; exit 1; }
+    ! ldd "$exe-static" | grep -q libaioloop ||
+        { echo "check-install: $(basename "$src")-static loads a shared libaioloop"; exit 1; }
+    "$exe-static" ||
+        { echo "check-install: $(basename "$src") (static) failed"; exit 1; }
     n=$((n + 1))
 done
-echo "check-install: $n programs built with pkg-config against the installed tree and ran"
+echo "check-install: $n programs built with pkg-config against the installed tree, shared and static, and ran"
