@@ -43,7 +43,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest \
-        check-qtest check-install clean-qemu \
+        check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives
 
@@ -77,7 +77,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest
+check: check-reuse check-gcc check-docs check-install check-subproject check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -107,6 +107,12 @@ check-docs: deps
 	  find $(BUILD_DOCS)/destdir -path "*/share/$$f" | grep -q . || \
 	    { echo "check-docs: meson install did not put share/$$f in $(BUILD_DOCS)/destdir"; exit 1; }; \
 	done; echo "check-docs: the reference and the man pages install"
+
+# libaioloop as a meson subproject of a small parent project
+# (tests/subproject, docs/subproject.md): configured with no -D flags and
+# no cmocka, it builds only its static libraries and installs nothing.
+check-subproject: deps
+	tests/subproject/check-subproject.sh
 
 check-gcc: all
 	$(MESON_TEST) -C $(BUILD) --suite unit --suite stress
