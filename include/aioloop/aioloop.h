@@ -42,6 +42,8 @@ extern "C" {
  * `aiol_version() >= AIOL_VERSION_HEX` tells a program that the shared
  * library it loaded is at least as new as the headers it was compiled
  * against.
+ *
+ * @return the library's version, (MAJOR << 16) | (MINOR << 8) | PATCH
  */
 unsigned aiol_version(void);
 
@@ -49,6 +51,8 @@ unsigned aiol_version(void);
  * The version of the library the program runs with, "MAJOR.MINOR.PATCH":
  * the AIOL_VERSION_STRING the library was built with, a static string
  * (never NULL, never to be freed).
+ *
+ * @return the library's version as "MAJOR.MINOR.PATCH"
  */
 const char *aiol_version_string(void);
 
