@@ -3,13 +3,14 @@
 # check-install.sh - installs this tree into a temporary prefix (its own
 # build: meson setup --prefix, ninja, meson install) and builds each
 # use-*.c here against the installed headers and libraries with plain
-# `cc $(pkg-config --cflags --libs PKG)`, PKG named in the file's first
-# line, then runs it; then once more linked with our static libraries
-# (lib*.a in place of -l, the rest from `pkg-config --static --libs`, so
-# a library's private dependencies must come through its .pc: liburing
-# by Requires.private).  Also checks every public header got installed,
-# the generated aioloop/version.h too, and that aioloop.pc names liburing
-# by Requires.private, never as a raw -luring.
+# `cc $(pkg-config --cflags --libs PKG)`, PKG named in the file's
+# "/* pkg-config: PKG" line, then runs it; then once more linked with
+# our static libraries (lib*.a in place of -l, the rest from `pkg-config
+# --static --libs`, so a library's private dependencies must come
+# through its .pc: liburing by Requires.private).  Also checks every
+# public header got installed, the generated aioloop/version.h too, and
+# that aioloop.pc names liburing by Requires.private, never as a raw
+# -luring.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -42,7 +43,7 @@ if grep -q -- '-luring' "$pcdir/aioloop.pc" ||
 fi
 n=0
 for src in "$here"/use-*.c; do
-    pkgs=$(sed -n '1s|^/\* pkg-config: ||p' "$src")
+    pkgs=$(sed -n 's|^/\* pkg-config: ||p' "$src" | head -n 1)  # (below the SPDX line)
     exe=$tmp/$(basename "$src" .c)
     # shellcheck disable=SC2046 # (word splitting wanted)
     cc -std=c11 -Wall -Wextra -Werror -o "$exe" "$src" \
