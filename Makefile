@@ -45,7 +45,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         check-vhost-guest \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
-        bench-lua bench-build bench-primitives
+        bench-lua bench-build bench-primitives deb deb-deps check-deb
 
 all: deps
 	@test -d $(BUILD) || meson setup $(BUILD) $(CHECK_OPTS)
@@ -113,6 +113,32 @@ check-docs: deps
 # no cmocka, it builds only its static libraries and installs nothing.
 check-subproject: deps
 	tests/subproject/check-subproject.sh
+
+# The Debian packages (debian/, docs/packaging.md): built from a copy of
+# this checkout in $(DEB_OUT), where the .debs and the .changes land,
+# then lintian (an error fails).  check-deb builds them without the
+# package build's own tests (nocheck), installs them on this machine,
+# uses them as a user would (debian/tests/smoke) and purges them again.
+DEB_OUT ?= build-deb
+DEB_TOOLS := build-essential dpkg-dev debhelper dh-python lintian
+
+deb: deb-deps
+	tests/deb/build.sh $(DEB_OUT)
+
+check-deb: deb-deps
+	tests/deb/check.sh $(DEB_OUT)
+
+# debian/control's Build-Depends, with apt-get build-dep as root.
+deb-deps:
+	$(call install_missing,$(DEB_TOOLS))
+	@dpkg-checkbuilddeps debian/control 2>/dev/null && exit 0; \
+	if [ "$$(id -u)" = 0 ]; then \
+	  echo "make deb-deps: installing the Build-Depends of debian/control"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get build-dep -y -qq ./; \
+	else \
+	  echo "make deb-deps: missing build dependencies; run as root:"; \
+	  echo "  apt-get update && apt-get build-dep -y ./"; exit 1; \
+	fi
 
 check-gcc: all
 	$(MESON_TEST) -C $(BUILD) --suite unit --suite stress
@@ -326,4 +352,4 @@ clean-qemu:
 
 clean:
 	rm -rf $(BUILD) $(BUILD_ASAN) $(BUILD_CLANG) $(BUILD_TSAN) $(BUILD_FUZZ) \
-	  $(BUILD_AFL) $(BUILD_BENCH) $(BUILD_DOCS)
+	  $(BUILD_AFL) $(BUILD_BENCH) $(BUILD_DOCS) $(DEB_OUT)
