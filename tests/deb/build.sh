@@ -31,7 +31,7 @@ git -C "$repo" ls-files -z --cached --others --exclude-standard |
 
 case " ${DEB_BUILD_OPTIONS:-} " in
 *" parallel="*) ;;
-*) export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:-} parallel=2" ;;
+*) export DEB_BUILD_OPTIONS="${DEB_BUILD_OPTIONS:+$DEB_BUILD_OPTIONS }parallel=2" ;;
 esac
 echo "deb: dpkg-buildpackage in $src (DEB_BUILD_OPTIONS=$DEB_BUILD_OPTIONS)"
 (cd "$src" && dpkg-buildpackage -us -uc -b) > "$out/build.log" 2>&1 ||

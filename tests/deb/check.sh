@@ -11,7 +11,7 @@ repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 out=${1:-$repo/build-deb}
 [ "$(id -u)" = 0 ] || { echo "check-deb: installs packages: run as root"; exit 1; }
 
-DEB_BUILD_OPTIONS="nocheck ${DEB_BUILD_OPTIONS:-}" "$repo/tests/deb/build.sh" "$out"
+DEB_BUILD_OPTIONS="nocheck${DEB_BUILD_OPTIONS:+ $DEB_BUILD_OPTIONS}" "$repo/tests/deb/build.sh" "$out"
 out=$(cd "$out" && pwd)
 
 mapfile -t pkgs < <(sed -n 's/^Package: *//p' "$repo/debian/control")
