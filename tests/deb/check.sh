@@ -16,10 +16,12 @@ out=$(cd "$out" && pwd)
 
 mapfile -t pkgs < <(sed -n 's/^Package: *//p' "$repo/debian/control")
 version=$(dpkg-parsechangelog -l "$repo/debian/changelog" -S Version)
-arch=$(dpkg --print-architecture)
 debs=()
 for p in "${pkgs[@]}"; do
-    debs+=("$out/${p}_${version}_$arch.deb")
+    # (_ARCH.deb or _all.deb)
+    deb=$(ls "$out/${p}_${version}"_*.deb 2>/dev/null) ||
+        { echo "check-deb: no $p package in $out"; exit 1; }
+    debs+=("$deb")
 done
 
 export DEBIAN_FRONTEND=noninteractive
