@@ -67,7 +67,8 @@ run_case() {
     guest_case_start "$dir" "$img"
 
     guest_spawn $((boot_timeout + 30)) "$dir/daemon.log" "$daemon" \
-        --socket "$sock" --file "$img" --num-queues "$n" --fdmon "$fdmon"
+        --socket "$sock" --file "$img" --num-queues "$n" --fdmon "$fdmon" \
+        --exit-on-disconnect
     dpid=$guest_pid
     guest_rc=0
     if ! guest_until 10 grep -q 'listening on' "$dir/daemon.log"; then
@@ -80,6 +81,7 @@ run_case() {
             "${guest_vhost_args[@]}" -serial "file:$dir/console.log"
         guest_wait "$guest_pid"
         # the frontend is gone: the daemon flushes and exits by itself
+        # (--exit-on-disconnect)
         wait "$dpid" || drc=$?
     fi
     kill -KILL "$dpid" 2>/dev/null || true

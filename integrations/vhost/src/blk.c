@@ -95,10 +95,15 @@ static int iov_slice(const struct iovec *iov, unsigned n, uint64_t off,
 
 /* ---------------------------------------------------------- requests */
 
+/* Whether sectors [sector, sector + nsect) are in the image and aligned
+ * to the logical block size. */
 static bool in_range(const aiol_vhost_blk *b, uint64_t sector,
                      uint64_t nsect)
 {
-    return sector <= b->sectors && nsect <= b->sectors - sector;
+    uint64_t per_block = b->block_size / SECTOR;
+
+    return sector <= b->sectors && nsect <= b->sectors - sector &&
+           sector % per_block == 0 && nsect % per_block == 0;
 }
 
 /* Plans a read or write; the status if it cannot run (else op set). */
@@ -335,11 +340,11 @@ static int blk_get_config(void *opaque, uint8_t *buf, uint32_t off,
     memset(&c, 0, sizeof(c));
     c.capacity = htole64(b->sectors);
     c.seg_max = htole32(SEG_MAX);
-    c.blk_size = htole32(SECTOR);
+    c.blk_size = htole32(b->block_size);
     c.num_queues = htole16((uint16_t)b->num_queues);
     c.max_discard_sectors = htole32(UINT32_MAX);
     c.max_discard_seg = htole32(1);
-    c.discard_sector_alignment = htole32(1);
+    c.discard_sector_alignment = htole32(b->block_size / SECTOR);
     memcpy(buf, (uint8_t *)&c + off, len);
     return 0;
 }
@@ -421,8 +426,11 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
 
     aiol__vhost_check(loop != NULL && opts != NULL && out != NULL,
                       "NULL argument");
+    unsigned bs = opts->block_size != 0 ? opts->block_size : SECTOR;
+
     if (opts->num_queues < 1 || opts->num_queues > 64 || fd < 0 ||
-        opts->aio > AIOL_VHOST_BLK_AIO_IO_URING) {
+        opts->aio > AIOL_VHOST_BLK_AIO_IO_URING || bs < SECTOR ||
+        bs > 65536 || (bs & (bs - 1)) != 0) {
         return -EINVAL;
     }
     if (fstat(fd, &st) < 0) {
@@ -434,6 +442,7 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
     }
     b->fd = fd;
     b->sectors = (uint64_t)st.st_size / SECTOR;
+    b->block_size = bs;
     if (S_ISBLK(st.st_mode)) {
         uint64_t bytes;
 

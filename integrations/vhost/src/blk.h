@@ -70,6 +70,7 @@ struct aiol_vhost_blk {
     unsigned mem_align;        /* O_DIRECT: buffer alignment, else 1 */
     unsigned off_align;        /* O_DIRECT: offset and length alignment */
     uint64_t sectors;          /* capacity */
+    unsigned block_size;       /* logical block size (config blk_size) */
     bool read_only;
     unsigned num_queues;
     char serial[BLK_ID_LEN];

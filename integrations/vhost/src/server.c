@@ -16,6 +16,7 @@
  * is dropped rather than blocking the loop.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -68,6 +69,38 @@ int aiol_vhost_dev_new(aiol_loop *loop, const aiol_vhost_dev_ops *ops,
     return 0;
 }
 
+int aiol_vhost_dev_listen_fd(aiol_vhost_dev *dev, int fd)
+{
+    int on = 0, type = 0, fl, r;
+    socklen_t len = sizeof(on), tlen = sizeof(type);
+
+    aiol__vhost_check(dev != NULL && fd >= 0, "NULL device or bad fd");
+    if (dev->listen_fd >= 0) {
+        close(fd);
+        return -EBUSY;
+    }
+    if (getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &on, &len) != 0 ||
+        getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &tlen) != 0) {
+        r = errno == ENOTSOCK ? -ENOTSOCK : -errno;
+        close(fd);
+        return r;
+    }
+    fl = fcntl(fd, F_GETFL);
+    if (!on || type != SOCK_STREAM || fl < 0 ||
+        fcntl(fd, F_SETFL, fl | O_NONBLOCK) != 0 ||
+        fcntl(fd, F_SETFD, FD_CLOEXEC) != 0) {
+        close(fd);
+        return -EINVAL;
+    }
+    r = aiol_fd_set(dev->loop, fd, on_listen, NULL, NULL, dev);
+    if (r < 0) {
+        close(fd);
+        return r;
+    }
+    dev->listen_fd = fd;
+    return 0;
+}
+
 int aiol_vhost_dev_listen(aiol_vhost_dev *dev, const char *path)
 {
     struct sockaddr_un sa;
@@ -83,33 +116,27 @@ int aiol_vhost_dev_listen(aiol_vhost_dev *dev, const char *path)
         return -ENAMETOOLONG;
     }
     memcpy(sa.sun_path, path, strlen(path) + 1);
-    dev->path = strdup(path);
-    if (dev->path == NULL) {
-        return -ENOMEM;
-    }
     fd = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
     if (fd < 0) {
-        r = -errno;
-        goto fail;
+        return -errno;
     }
     unlink(path);
     if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) != 0 ||
         listen(fd, 4) != 0) {
         r = -errno;
         close(fd);
-        goto fail;
+        return r;
     }
-    r = aiol_fd_set(dev->loop, fd, on_listen, NULL, NULL, dev);
+    dev->path = strdup(path);
+    r = dev->path == NULL ? -ENOMEM : aiol_vhost_dev_listen_fd(dev, fd);
     if (r < 0) {
-        close(fd);
+        if (dev->path == NULL) {
+            close(fd);
+        }
         unlink(path);
-        goto fail;
+        free(dev->path);
+        dev->path = NULL;
     }
-    dev->listen_fd = fd;
-    return 0;
-fail:
-    free(dev->path);
-    dev->path = NULL;
     return r;
 }
 

@@ -2,8 +2,13 @@
 /*
  * test_vhost_daemon.c - the aioloop-vhost-blk daemon, out of process, as
  * a frontend meets it: it serves data over two queues, flushes and exits
- * 0 when the frontend goes or on SIGTERM (removing its socket), drops a
- * malformed frontend without crashing, and refuses bad arguments.
+ * 0 on SIGTERM (removing its socket) or, with --exit-on-disconnect, when
+ * the frontend goes; otherwise it serves the next frontend, as
+ * qemu-storage-daemon does.  It drops a malformed frontend without
+ * crashing, takes qemu-storage-daemon's --blockdev/--export for several
+ * exports (a unix path, an inherited listening fd), runs as a daemon with
+ * a pidfile and under systemd's socket activation, and refuses bad
+ * arguments with a message naming the option.
  *
  * argv[1] is the daemon's path (meson passes it).
  */
@@ -16,7 +21,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -32,26 +39,14 @@ static const char *daemon_path;
 
 typedef struct dt {
     pid_t pid;
-    int out;              /* the daemon's stdout */
+    int out;              /* the daemon's stdout and stderr */
     char dir[64], sock[96], img[96];
     vfe f;
 } dt;
 
-static void dt_pump(void *opaque)
+/* A fresh directory in @t, with an image of @img_sectors (0: none). */
+static void dt_prepare(dt *t, unsigned img_sectors)
 {
-    (void)opaque;
-    usleep(1000); /* the backend runs in its own process */
-}
-
-/* Runs the daemon with @extra arguments (NULL-terminated); returns once
- * it listens.  @img_sectors 0: no image file. */
-static void dt_spawn(dt *t, unsigned img_sectors, const char *const *extra)
-{
-    const char *argv[16];
-    int pipefd[2], n = 0;
-    char line[256];
-    ssize_t got;
-
     memset(t, 0, sizeof(*t));
     t->f.sock = -1;
     snprintf(t->dir, sizeof(t->dir), "/tmp/aiol-vdaemon-XXXXXX");
@@ -65,6 +60,51 @@ static void dt_spawn(dt *t, unsigned img_sectors, const char *const *extra)
         assert_int_equal(ftruncate(fd, (off_t)img_sectors * SEC), 0);
         close(fd);
     }
+}
+
+/* Runs @argv (argv[0]: the program) with stdout and stderr to t->out;
+ * with @wait, returns once it printed that it listens. */
+static void dt_exec(dt *t, const char *const *argv, bool wait)
+{
+    int pipefd[2];
+    char line[512];
+    ssize_t got;
+
+    assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
+    t->pid = fork();
+    assert_true(t->pid >= 0);
+    if (t->pid == 0) {
+        dup2(pipefd[1], STDOUT_FILENO);
+        dup2(pipefd[1], STDERR_FILENO);
+        execv(argv[0], (char *const *)argv);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    t->out = pipefd[0];
+    if (!wait) {
+        return;
+    }
+    got = read(t->out, line, sizeof(line) - 1);
+    assert_true(got > 0);
+    line[got] = '\0';
+    assert_non_null(strstr(line, "listening on"));
+}
+
+static void dt_pump(void *opaque)
+{
+    (void)opaque;
+    usleep(1000); /* the backend runs in its own process */
+}
+
+/* Runs the daemon with --socket, --file and @extra arguments
+ * (NULL-terminated); returns once it listens.  @img_sectors 0: no image
+ * file, and no waiting. */
+static void dt_spawn(dt *t, unsigned img_sectors, const char *const *extra)
+{
+    const char *argv[16];
+    int n = 0;
+
+    dt_prepare(t, img_sectors);
     argv[n++] = daemon_path;
     argv[n++] = "--socket";
     argv[n++] = t->sock;
@@ -74,23 +114,7 @@ static void dt_spawn(dt *t, unsigned img_sectors, const char *const *extra)
         argv[n++] = *extra;
     }
     argv[n] = NULL;
-    assert_int_equal(pipe2(pipefd, O_CLOEXEC), 0);
-    t->pid = fork();
-    assert_true(t->pid >= 0);
-    if (t->pid == 0) {
-        dup2(pipefd[1], STDOUT_FILENO);
-        execv(daemon_path, (char *const *)argv);
-        _exit(127);
-    }
-    close(pipefd[1]);
-    t->out = pipefd[0];
-    if (img_sectors == 0) {
-        return;
-    }
-    got = read(t->out, line, sizeof(line) - 1);
-    assert_true(got > 0);
-    line[got] = '\0';
-    assert_non_null(strstr(line, "listening on"));
+    dt_exec(t, argv, img_sectors > 0);
 }
 
 /* Waits (at most 10 s) for the daemon to exit; its wait status. */
@@ -130,7 +154,7 @@ static void dt_output(dt *t, char *buf, size_t cap)
  * and, unless NULL, printed @needle. */
 static void dt_expect_exit(dt *t, int code, const char *needle)
 {
-    char out[512];
+    char out[1024];
     int st = dt_wait(t);
 
     assert_true(WIFEXITED(st));
@@ -199,7 +223,8 @@ static void assert_file_holds(const dt *t, uint64_t sector,
 
 static void test_daemon_serves_and_exits_on_disconnect(void **state)
 {
-    static const char *const args[] = { "--num-queues", "2", NULL };
+    static const char *const args[] = { "--num-queues", "2",
+                                        "--exit-on-disconnect", NULL };
     uint8_t w[8 * SEC];
     uint32_t used;
     dt t;
@@ -241,10 +266,11 @@ static void test_daemon_drops_malformed_frontend(void **state)
 {
     /* request 1 (GET_FEATURES), version 1, payload size far over the cap */
     static const uint32_t bad[3] = { 1, 1, 0x7fffffff };
+    static const char *const args[] = { "--exit-on-disconnect", NULL };
     dt t;
 
     (void)state;
-    dt_spawn(&t, IMG_SECTORS, NULL);
+    dt_spawn(&t, IMG_SECTORS, args);
     assert_int_equal(vfe_connect(&t.f, t.sock, dt_pump, &t), 0);
     assert_int_equal(vfe_send_raw(&t.f, bad, sizeof(bad), NULL, 0), 0);
     assert_true(vfe_dropped(&t.f));
@@ -256,7 +282,7 @@ static void test_daemon_read_only(void **state)
 {
     /* (on the poll fd monitor whatever AIOLOOP_FDMON says: --fdmon wins) */
     static const char *const args[] = { "--read-only", "--fdmon", "poll",
-                                        NULL };
+                                        "--exit-on-disconnect", NULL };
     uint8_t w[SEC];
     uint32_t used;
     dt t;
@@ -305,6 +331,255 @@ static void test_daemon_engines(void **state)
     }
 }
 
+/* Reads @len bytes at @sector through queue 0 into @r. */
+static void dt_read(dt *t, uint64_t sector, uint8_t *r, size_t len)
+{
+    uint32_t used;
+
+    assert_int_equal(vblk_req(&t->f, 0, VIRTIO_BLK_T_IN, sector, r,
+                              (uint32_t)len, true, 1, 16, &used),
+                     VIRTIO_BLK_S_OK);
+}
+
+/* A frontend that goes leaves the daemon listening (qsd keeps its
+ * exports): the next one reads what the first wrote and flushed. */
+static void test_daemon_keeps_serving_after_disconnect(void **state)
+{
+    static const char *const args[] = { "--num-queues", "2", NULL };
+    uint8_t w[8 * SEC], r[8 * SEC];
+    dt t;
+
+    (void)state;
+    dt_spawn(&t, IMG_SECTORS, args);
+    for (int round = 0; round < 3; round++) {
+        dt_session(&t);
+        if (round == 0) {
+            dt_write_read(&t, 24, w, sizeof(w));
+        } else {
+            dt_read(&t, 24, r, sizeof(r));
+            assert_memory_equal(r, w, sizeof(r));
+        }
+        vfe_close(&t.f);
+    }
+    usleep(20000);
+    assert_int_equal(waitpid(t.pid, NULL, WNOHANG), 0); /* still there */
+    assert_int_equal(kill(t.pid, SIGTERM), 0);
+    dt_expect_exit(&t, 0, "Terminated; 3 reads, 1 writes");
+    dt_cleanup(&t);
+}
+
+/* A listening unix socket at @path, inheritable (no CLOEXEC). */
+static int listening_socket(const char *path)
+{
+    struct sockaddr_un sa = { .sun_family = AF_UNIX };
+    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+
+    assert_true(fd >= 0);
+    assert_true(strlen(path) < sizeof(sa.sun_path));
+    memcpy(sa.sun_path, path, strlen(path) + 1);
+    assert_int_equal(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+    assert_int_equal(listen(fd, 4), 0);
+    return fd;
+}
+
+/*
+ * qemu-storage-daemon's command line, two exports in one process: one on
+ * a unix path, one on an inherited listening fd (addr.type=fd) with
+ * 4096-byte logical blocks and io_uring.  Each serves its own image.
+ */
+static void test_daemon_qsd_form_two_exports(void **state)
+{
+    char img1[96], sock1[96], bd0[256], bd1[256], ex0[256], ex1[256];
+    char fdnum[16];
+    uint8_t w[8 * SEC], w1[8 * SEC], r[8 * SEC], small[SEC];
+    const char *argv[12];
+    uint32_t used;
+    dt t, t1;
+    int lfd, fd, n = 0;
+
+    (void)state;
+    dt_prepare(&t, IMG_SECTORS);
+    snprintf(img1, sizeof(img1), "%s/img1", t.dir);
+    snprintf(sock1, sizeof(sock1), "%s/sock1", t.dir);
+    fd = open(img1, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    assert_true(fd >= 0);
+    assert_int_equal(ftruncate(fd, IMG_SECTORS * SEC), 0);
+    close(fd);
+    lfd = listening_socket(sock1);
+    snprintf(fdnum, sizeof(fdnum), "%d", lfd);
+    snprintf(bd0, sizeof(bd0), "driver=file,node-name=disk0,filename=%s",
+             t.img);
+    snprintf(bd1, sizeof(bd1), "driver=file,node-name=disk1,filename=%s,"
+             "aio=io_uring,cache.direct=off", img1);
+    snprintf(ex0, sizeof(ex0), "type=vhost-user-blk,id=e0,node-name=disk0,"
+             "addr.type=unix,addr.path=%s,writable=on,num-queues=2", t.sock);
+    snprintf(ex1, sizeof(ex1), "type=vhost-user-blk,id=e1,node-name=disk1,"
+             "addr.type=fd,addr.str=%s,writable=on,num-queues=2,"
+             "logical-block-size=4096", fdnum);
+    argv[n++] = daemon_path;
+    argv[n++] = "--blockdev";
+    argv[n++] = bd0;
+    argv[n++] = "--blockdev";
+    argv[n++] = bd1;
+    argv[n++] = "--export";
+    argv[n++] = ex0;
+    argv[n++] = "--export";
+    argv[n++] = ex1;
+    argv[n] = NULL;
+    dt_exec(&t, argv, true);
+    close(lfd);
+
+    dt_session(&t);
+    dt_write_read(&t, 16, w, sizeof(w));
+    memset(&t1, 0, sizeof(t1));
+    t1.f.sock = -1;
+    memcpy(t1.sock, sock1, sizeof(sock1));
+    dt_session(&t1);
+    dt_read(&t1, 16, r, sizeof(r)); /* its own image: still zeros */
+    memset(small, 0, sizeof(small));
+    assert_memory_equal(r, small, sizeof(small));
+    dt_write_read(&t1, 8, w1, sizeof(w1));
+    /* 512 bytes are not a 4096-byte block: an I/O error, as in qsd */
+    assert_int_equal(vblk_req(&t1.f, 0, VIRTIO_BLK_T_IN, 9, small,
+                              sizeof(small), true, 1, 16, &used),
+                     VIRTIO_BLK_S_IOERR);
+    vfe_close(&t1.f);
+    assert_int_equal(kill(t.pid, SIGTERM), 0);
+    dt_expect_exit(&t, 0, "Terminated; 4 reads, 2 writes");
+    assert_file_holds(&t, 16, w, sizeof(w));
+    unlink(img1);
+    unlink(sock1);
+    dt_cleanup(&t);
+}
+
+/* --daemonize: the parent exits 0 once the export listens; the daemon
+ * writes --pidfile, serves, and removes the pidfile when it stops. */
+static void test_daemon_daemonize_and_pidfile(void **state)
+{
+    char pidfile[128], buf[32];
+    const char *args[] = { "--daemonize", "--pidfile", pidfile,
+                           "--num-queues", "2", NULL };
+    uint8_t w[8 * SEC];
+    long pid;
+    FILE *f;
+    dt t;
+
+    (void)state;
+    dt_prepare(&t, 0);
+    rmdir(t.dir);
+    snprintf(pidfile, sizeof(pidfile), "%s.pid", t.dir);
+    dt_spawn(&t, IMG_SECTORS, (const char *const *)args);
+    dt_expect_exit(&t, 0, NULL); /* the parent */
+    f = fopen(pidfile, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(buf, sizeof(buf), f));
+    fclose(f);
+    pid = strtol(buf, NULL, 10);
+    assert_true(pid > 1 && kill((pid_t)pid, 0) == 0);
+    dt_session(&t);
+    dt_write_read(&t, 4, w, sizeof(w));
+    vfe_close(&t.f);
+    assert_int_equal(kill((pid_t)pid, SIGTERM), 0);
+    for (int i = 0; i < 10000 && access(pidfile, F_OK) == 0; i++) {
+        usleep(1000);
+    }
+    assert_int_equal(access(pidfile, F_OK), -1);
+    assert_file_holds(&t, 4, w, sizeof(w));
+    dt_cleanup(&t);
+}
+
+/* systemd's socket activation (systemd-socket-activate: LISTEN_FDS,
+ * the socket on fd 3), the short form without --socket or --fd. */
+static void test_daemon_socket_activation(void **state)
+{
+    const char *const act = "/usr/bin/systemd-socket-activate";
+    char listen_arg[128];
+    const char *argv[12];
+    uint8_t w[8 * SEC];
+    int n = 0;
+    dt t;
+
+    (void)state;
+    if (access(act, X_OK) != 0) {
+        skip(); /* (Debian's systemd package) */
+    }
+    dt_prepare(&t, IMG_SECTORS);
+    snprintf(listen_arg, sizeof(listen_arg), "--listen=%s", t.sock);
+    argv[n++] = act;
+    argv[n++] = listen_arg;
+    argv[n++] = daemon_path;
+    argv[n++] = "--file";
+    argv[n++] = t.img;
+    argv[n++] = "--num-queues";
+    argv[n++] = "2";
+    argv[n] = NULL;
+    dt_exec(&t, argv, false);
+    for (int i = 0; i < 10000 && access(t.sock, F_OK) != 0; i++) {
+        usleep(1000);
+    }
+    /* (systemd-socket-activate starts the daemon at the first connect) */
+    dt_session(&t);
+    dt_write_read(&t, 2, w, sizeof(w));
+    assert_int_equal(kill(t.pid, SIGTERM), 0);
+    dt_expect_exit(&t, 0, "Terminated; 1 reads, 1 writes");
+    assert_file_holds(&t, 2, w, sizeof(w));
+    dt_cleanup(&t);
+}
+
+/* What qemu-storage-daemon's form gets wrong exits 1 (as qsd) with one
+ * line naming the option or parameter. */
+static void test_daemon_qsd_form_errors(void **state)
+{
+    static const struct {
+        const char *opt, *val, *says;
+    } bad[] = {
+        { "--blockdev", "driver=file,node-name=n,filename=%s,bogus=1",
+          "parameter 'bogus' is not supported" },
+        { "--blockdev", "driver=nbd,node-name=n,filename=%s",
+          "parameter 'driver' expects file" },
+        { "--blockdev", "driver=file,node-name=n,filename=%s,aio=native",
+          "aio=native was specified, but it requires cache.direct=on" },
+        { "--blockdev", "driver=file,filename=%s",
+          "parameter 'node-name' is missing" },
+        { "--export", "type=nbd,id=e,node-name=n,addr.type=unix,"
+                      "addr.path=/tmp/x%s", "parameter 'type' expects" },
+        { "--export", "type=vhost-user-blk,id=e,node-name=none,"
+                      "addr.type=unix,addr.path=/tmp/x%s",
+          "no block node named 'none'" },
+        { "--export", "type=vhost-user-blk,id=e,node-name=n,addr.type=unix%s",
+          "parameter 'addr.path' is missing" },
+        { "--export", "type=vhost-user-blk,id=e,node-name=n,addr.type=unix,"
+                      "addr.path=/tmp/x,num-queues=0%s",
+          "parameter 'num-queues' expects 1..64" },
+        { "--monitor", "stdio%s", "option '--monitor' is not supported" },
+    };
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char node[192], val[192];
+        const char *argv[8];
+        int n = 0;
+        dt t;
+
+        dt_prepare(&t, IMG_SECTORS);
+        snprintf(node, sizeof(node), "driver=file,node-name=n,filename=%s",
+                 t.img);
+        snprintf(val, sizeof(val), bad[i].val,
+                 strcmp(bad[i].opt, "--blockdev") == 0 ? t.img : "");
+        argv[n++] = daemon_path;
+        if (strcmp(bad[i].opt, "--export") == 0) {
+            argv[n++] = "--blockdev";
+            argv[n++] = node;
+        }
+        argv[n++] = bad[i].opt;
+        argv[n++] = val;
+        argv[n] = NULL;
+        dt_exec(&t, argv, false);
+        dt_expect_exit(&t, 1, bad[i].says);
+        dt_cleanup(&t);
+    }
+}
+
 static void test_daemon_bad_arguments(void **state)
 {
     static const char *const zero_queues[] = { "--num-queues", "0", NULL };
@@ -344,6 +619,11 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_daemon_drops_malformed_frontend),
         cmocka_unit_test(test_daemon_read_only),
         cmocka_unit_test(test_daemon_engines),
+        cmocka_unit_test(test_daemon_keeps_serving_after_disconnect),
+        cmocka_unit_test(test_daemon_qsd_form_two_exports),
+        cmocka_unit_test(test_daemon_daemonize_and_pidfile),
+        cmocka_unit_test(test_daemon_socket_activation),
+        cmocka_unit_test(test_daemon_qsd_form_errors),
         cmocka_unit_test(test_daemon_bad_arguments),
     };
 

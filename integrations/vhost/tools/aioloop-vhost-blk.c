@@ -2,65 +2,70 @@
 /*
  * aioloop-vhost-blk - a vhost-user-blk daemon on libaioloop.
  *
- *   aioloop-vhost-blk --socket PATH --file FILE [--num-queues N]
- *                     [--read-only] [--serial ID] [--fdmon NAME]
- *                     [--aio threads|native|io_uring] [--direct]
- *   aioloop-vhost-blk --version | --help
+ *   aioloop-vhost-blk --socket PATH|--fd N --file FILE [OPTION]...
+ *   aioloop-vhost-blk --blockdev driver=file,node-name=N,filename=F,...
+ *                     --export type=vhost-user-blk,id=I,node-name=N,... ...
  *
- * Serves FILE (a raw image or a block device; with --direct, opened
- * O_DIRECT) to one vhost-user frontend, e.g. QEMU's
- * `-chardev socket,path=PATH,id=c0 -device vhost-user-blk-pci,chardev=c0`,
- * on one loop thread; its I/O runs on the --aio engine (default: the
- * loop's io_uring ring on io_uring, else native with --direct, else a
- * pool of worker threads), never on the loop's thread.  It exits when the frontend that connected goes
- * away, or on SIGTERM, SIGINT or SIGHUP; either way the image is
+ * Serves raw images or block devices as vhost-user-blk devices, each to
+ * one frontend at a time (QEMU's `-chardev socket,path=PATH,id=c0 -device
+ * vhost-user-blk-pci,chardev=c0`), on one loop thread; the I/O runs on
+ * each node's engine (aio=), never on the loop's thread.  The command
+ * line is qemu-storage-daemon's for this export, or a short form for one
+ * export (cli.c; --help lists both).  A frontend that goes leaves the
+ * export listening for the next one, as qsd does, unless
+ * --exit-on-disconnect.  SIGTERM, SIGINT or SIGHUP end it: every device
+ * is freed first (nothing in flight) and every writable image
  * fdatasync()ed before the exit status is decided, so a write the guest
- * saw acknowledged is on stable storage when the daemon is gone.
+ * saw acknowledged is on stable storage once the daemon is gone.
  *
- * Exit status: 0 after a clean shutdown; 1 when the flush failed or the
- * connection ended on malformed input; 2 for bad arguments; 3 when
- * setting up failed.  Prints one "aioloop-vhost-blk: listening on PATH"
- * line to stdout once the socket accepts connections, and a summary of
- * the requests served on exit.
+ * Prints "aioloop-vhost-blk: listening on ADDR ..." to stdout for each
+ * export once it accepts connections, and a summary of the requests
+ * served on exit.  Exit status: cli.h and --help.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
 #include <errno.h>
 #include <fcntl.h>
-#include <getopt.h>
 #include <inttypes.h>
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/signalfd.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "aioloop/aioloop.h"
 #include "aioloop/fd.h"
 #include "aioloop/loop.h"
 #include "aioloop/vhost-blk.h"
+#include "cli.h"
+
+#define PROG "aioloop-vhost-blk"
 
 typedef struct daemon {
+    vd_config cfg;
     aiol_loop *loop;
-    aiol_vhost_blk *blk;
     int sigfd;
-    int signo;         /* the signal that stops us, 0 if none yet */
+    int signo;                 /* the signal that stops us, 0 if none yet */
+    bool connected[VD_MAX];    /* export i had a frontend when last seen */
+    bool seen[VD_MAX];         /* export i had a frontend once */
 } daemon_t;
 
-static void usage(FILE *to)
+/* A log line: "aioloop-vhost-blk: LEVEL: ..." on stderr. */
+static void say(const char *level, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static void say(const char *level, const char *fmt, ...)
 {
-    fprintf(to,
-            "usage: aioloop-vhost-blk --socket PATH --file FILE "
-            "[--num-queues N] [--read-only]\n"
-            "                         [--serial ID] [--fdmon "
-            "epoll|io_uring|poll]\n"
-            "                         [--aio threads|native|io_uring] "
-            "[--direct]\n"
-            "       aioloop-vhost-blk --version   prints "
-            "\"aioloop-vhost-blk VERSION\" (libaioloop's)\n"
-            "       aioloop-vhost-blk --help      prints this\n");
+    va_list ap;
+
+    va_start(ap, fmt);
+    fprintf(stderr, PROG ": %s: ", level);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
 }
 
 static void on_signal(void *opaque)
@@ -71,20 +76,6 @@ static void on_signal(void *opaque)
     while (read(d->sigfd, &si, sizeof(si)) == (ssize_t)sizeof(si)) {
         d->signo = (int)si.ssi_signo;
     }
-}
-
-/* Parses a queue count in 1..64; 0 when @s is not one. */
-static unsigned parse_queues(const char *s)
-{
-    char *end;
-    unsigned long v;
-
-    errno = 0;
-    v = strtoul(s, &end, 10);
-    if (errno != 0 || end == s || *end != '\0' || v < 1 || v > 64) {
-        return 0;
-    }
-    return (unsigned)v;
 }
 
 /* Blocks the stop signals and returns a non-blocking signalfd for them. */
@@ -104,151 +95,253 @@ static int stop_signals_fd(void)
     return signalfd(-1, &set, SFD_NONBLOCK | SFD_CLOEXEC);
 }
 
-int main(int argc, char **argv)
+/* Opens every node's image; 0 or -1 (said why). */
+static int open_nodes(vd_config *c)
 {
-    static const struct option longopts[] = {
-        { "socket", required_argument, NULL, 's' },
-        { "file", required_argument, NULL, 'f' },
-        { "num-queues", required_argument, NULL, 'q' },
-        { "read-only", no_argument, NULL, 'r' },
-        { "serial", required_argument, NULL, 'i' },
-        { "fdmon", required_argument, NULL, 'm' },
-        { "aio", required_argument, NULL, 'a' },
-        { "direct", no_argument, NULL, 'd' },
-        { "help", no_argument, NULL, 'h' },
-        { "version", no_argument, NULL, 'V' },
-        { NULL, 0, NULL, 0 },
-    };
-    aiol_vhost_blk_opts o = { .num_queues = 1 };
-    const char *sock = NULL, *file = NULL, *fdmon = NULL;
-    daemon_t d = { .sigfd = -1 };
-    aiol_vhost_blk_stats bs;
-    aiol_vhost_stats ds;
-    aiol_vhost_dev *dev;
-    bool was_connected = false;
-    static const char *const engines[] = {
-        [AIOL_VHOST_BLK_AIO_THREADS] = "threads",
-        [AIOL_VHOST_BLK_AIO_NATIVE] = "native",
-        [AIOL_VHOST_BLK_AIO_IO_URING] = "io_uring",
-    };
-    bool direct = false;
-    int c, fd, r, rc = 0;
+    for (unsigned i = 0; i < c->nnodes; i++) {
+        vd_node *n = &c->nodes[i];
+        bool writable = false;
 
-    while ((c = getopt_long(argc, argv, "s:f:q:ri:m:a:dh", longopts, NULL)) !=
-           -1) {
-        switch (c) {
-        case 's': sock = optarg; break;
-        case 'f': file = optarg; break;
-        case 'q':
-            o.num_queues = parse_queues(optarg);
-            if (o.num_queues == 0) {
-                fprintf(stderr, "aioloop-vhost-blk: --num-queues wants "
-                                "1..64, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'r': o.read_only = true; break;
-        case 'i': o.serial = optarg; break;
-        case 'm': fdmon = optarg; break;
-        case 'a':
-            o.aio = AIOL_VHOST_BLK_AIO_AUTO;
-            for (unsigned i = AIOL_VHOST_BLK_AIO_THREADS;
-                 i <= AIOL_VHOST_BLK_AIO_IO_URING; i++) {
-                if (strcmp(optarg, engines[i]) == 0) {
-                    o.aio = (aiol_vhost_blk_aio)i;
-                }
-            }
-            if (o.aio == AIOL_VHOST_BLK_AIO_AUTO) {
-                fprintf(stderr, "aioloop-vhost-blk: --aio wants threads, "
-                                "native or io_uring, not '%s'\n", optarg);
-                return 2;
-            }
-            break;
-        case 'd': direct = true; break;
-        case 'h': usage(stdout); return 0;
-        case 'V':
-            printf("aioloop-vhost-blk %s\n", aiol_version_string());
-            return 0;
-        default: usage(stderr); return 2;
+        for (unsigned k = 0; k < c->nexports; k++) {
+            writable |= c->exports[k].node == n && c->exports[k].writable;
+        }
+        n->fd = open(n->filename, (writable ? O_RDWR : O_RDONLY) |
+                                      O_CLOEXEC | (n->direct ? O_DIRECT : 0));
+        if (n->fd < 0) {
+            say("error", "%s: %s%s", n->filename, strerror(errno),
+                n->direct && errno == EINVAL ? " (no O_DIRECT there)" : "");
+            return -1;
         }
     }
-    if (sock == NULL || file == NULL || optind != argc) {
-        usage(stderr);
-        return 2;
-    }
-    if (o.aio == AIOL_VHOST_BLK_AIO_NATIVE && !direct) {
-        fprintf(stderr, "aioloop-vhost-blk: --aio native needs --direct "
-                        "(as aio=native needs cache.direct=on)\n");
-        return 2;
-    }
+    return 0;
+}
 
-    fd = open(file, (o.read_only ? O_RDONLY : O_RDWR) | O_CLOEXEC |
-                        (direct ? O_DIRECT : 0));
-    if (fd < 0) {
-        fprintf(stderr, "aioloop-vhost-blk: %s: %s\n", file, strerror(errno));
-        return 3;
+/* Starts export @e: its device, listening; 0 or -1 (said why). */
+static int start_export(daemon_t *d, vd_export *e)
+{
+    aiol_vhost_blk_opts o = { .num_queues = e->num_queues,
+                              .read_only = !e->writable,
+                              .serial = e->serial != NULL ? e->serial : e->id,
+                              .aio = e->node->aio,
+                              .block_size = e->block_size };
+    aiol_vhost_dev *dev;
+    int r;
+
+    r = aiol_vhost_blk_new(d->loop, e->node->fd, &o, &e->blk);
+    if (r < 0) {
+        say("error", "export '%s' (%s): %s", e->id, e->node->filename,
+            strerror(-r));
+        return -1;
+    }
+    dev = aiol_vhost_blk_dev_get(e->blk);
+    r = e->path != NULL ? aiol_vhost_dev_listen(dev, e->path)
+                        : aiol_vhost_dev_listen_fd(dev, e->fd);
+    if (r < 0) {
+        if (e->path != NULL) {
+            say("error", "export '%s': %s: %s", e->id, e->path, strerror(-r));
+        } else {
+            say("error", "export '%s': fd %d: %s", e->id, e->fd,
+                strerror(-r));
+        }
+        return -1;
+    }
+    if (e->path != NULL) {
+        printf(PROG ": listening on %s", e->path);
+    } else {
+        printf(PROG ": listening on fd %d", e->fd);
+    }
+    printf(" (%u queues%s, %s)\n", e->num_queues,
+           e->writable ? "" : ", read-only", aiol_loop_fdmon_get(d->loop));
+    return 0;
+}
+
+/* Notes frontends that came and went; true when the daemon should stop
+ * for --exit-on-disconnect (every export had one, and all are gone). */
+static bool watch_frontends(daemon_t *d)
+{
+    vd_config *c = &d->cfg;
+    bool all_gone = true;
+
+    for (unsigned i = 0; i < c->nexports; i++) {
+        bool now = aiol_vhost_dev_is_connected(
+            aiol_vhost_blk_dev_get(c->exports[i].blk));
+
+        if (now != d->connected[i] && c->verbose) {
+            say("info", "export '%s': frontend %s", c->exports[i].id,
+                now ? "connected" : "disconnected");
+        }
+        d->connected[i] = now;
+        d->seen[i] |= now;
+        all_gone &= d->seen[i] && !now;
+    }
+    return c->exit_on_disconnect && all_gone;
+}
+
+/* --daemonize: the parent waits for the child's "listening" word. */
+static int daemonize_start(int *ready_fd)
+{
+    int p[2];
+    pid_t pid;
+    char ok;
+
+    if (pipe2(p, O_CLOEXEC) < 0 || (pid = fork()) < 0) {
+        say("error", "--daemonize: %s", strerror(errno));
+        return -1;
+    }
+    if (pid > 0) {
+        close(p[1]);
+        _exit(read(p[0], &ok, 1) == 1 && ok == 0 ? 0 : 3);
+    }
+    close(p[0]);
+    if (setsid() < 0) {
+        say("warning", "--daemonize: setsid: %s", strerror(errno));
+    }
+    *ready_fd = p[1];
+    return 0;
+}
+
+static void daemonize_done(int ready_fd)
+{
+    char ok = 0;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+    (void)!write(ready_fd, &ok, 1);
+    close(ready_fd);
+    if (null >= 0) {
+        dup2(null, STDIN_FILENO);
+        dup2(null, STDOUT_FILENO);
+        close(null);
+    }
+}
+
+static int write_pidfile(const char *path)
+{
+    FILE *f = fopen(path, "we");
+
+    if (f == NULL || fprintf(f, "%ld\n", (long)getpid()) < 0 ||
+        fclose(f) != 0) {
+        say("error", "--pidfile %s: %s", path, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* Frees every device (draining it), flushes and closes the images; 1 if
+ * a flush failed or a connection was malformed, else 0. */
+static int shut_down(daemon_t *d, aiol_vhost_blk_stats *sum,
+                     uint64_t *malformed)
+{
+    vd_config *c = &d->cfg;
+    int rc = 0;
+
+    memset(sum, 0, sizeof(*sum));
+    *malformed = 0;
+    for (unsigned i = 0; i < c->nexports; i++) {
+        vd_export *e = &c->exports[i];
+        aiol_vhost_blk_stats bs;
+        aiol_vhost_stats ds;
+
+        if (e->blk == NULL) {
+            continue;
+        }
+        aiol_vhost_dev_stats_get(aiol_vhost_blk_dev_get(e->blk), &ds);
+        aiol_vhost_blk_stats_get(e->blk, &bs);
+        aiol_vhost_blk_free(e->blk); /* disconnects, drains */
+        e->blk = NULL;
+        sum->reads += bs.reads;
+        sum->writes += bs.writes;
+        sum->flushes += bs.flushes;
+        sum->discards += bs.discards;
+        sum->ioerr += bs.ioerr;
+        *malformed += ds.malformed;
+    }
+    for (unsigned i = 0; i < c->nnodes; i++) {
+        vd_node *n = &c->nodes[i];
+
+        if (n->fd >= 0 && !n->read_only && fdatasync(n->fd) < 0 &&
+            errno != EINVAL && errno != EBADF) {
+            say("error", "flushing %s: %s", n->filename, strerror(errno));
+            rc = 1;
+        }
+        if (n->fd >= 0) {
+            close(n->fd);
+            n->fd = -1;
+        }
+    }
+    return *malformed > 0 ? 1 : rc;
+}
+
+int main(int argc, char **argv)
+{
+    daemon_t d = { .sigfd = -1 };
+    vd_config *c = &d.cfg;
+    aiol_vhost_blk_stats sum;
+    uint64_t malformed;
+    int ready_fd = -1, r, rc;
+    int setup_fail;
+
+    rc = vd_parse(argc, argv, c);
+    if (rc != 0) {
+        vd_config_fini(c);
+        return rc == 1 && !c->qsd_form && argc > 1 &&
+                       (strcmp(argv[1], "--help") == 0 ||
+                        strcmp(argv[1], "--version") == 0)
+                   ? 0 : rc;
+    }
+    setup_fail = c->qsd_form ? 1 : 3;
+    if (open_nodes(c) < 0) {
+        vd_config_fini(c);
+        return setup_fail;
+    }
+    if (c->daemonize && daemonize_start(&ready_fd) < 0) {
+        return setup_fail;
     }
     d.sigfd = stop_signals_fd();
     if (d.sigfd < 0) {
-        fprintf(stderr, "aioloop-vhost-blk: signalfd: %s\n",
-                strerror(-d.sigfd));
-        return 3;
+        say("error", "signalfd: %s", strerror(-d.sigfd));
+        return setup_fail;
     }
-    r = aiol_loop_new(&d.loop, fdmon);
+    r = aiol_loop_new(&d.loop, c->fdmon);
     if (r < 0) {
-        fprintf(stderr, "aioloop-vhost-blk: loop (%s): %s\n",
-                fdmon != NULL ? fdmon : "default", strerror(-r));
-        return 3;
+        say("error", "loop (%s): %s", c->fdmon != NULL ? c->fdmon : "default",
+            strerror(-r));
+        return setup_fail;
     }
     r = aiol_fd_set(d.loop, d.sigfd, on_signal, NULL, NULL, &d);
-    if (r == 0) {
-        r = aiol_vhost_blk_new(d.loop, fd, &o, &d.blk);
+    for (unsigned i = 0; r == 0 && i < c->nexports; i++) {
+        r = start_export(&d, &c->exports[i]);
     }
-    if (r == 0) {
-        r = aiol_vhost_dev_listen(aiol_vhost_blk_dev_get(d.blk), sock);
+    if (r == 0 && c->pidfile != NULL) {
+        r = write_pidfile(c->pidfile);
     }
     if (r < 0) {
-        fprintf(stderr, "aioloop-vhost-blk: %s: %s\n", sock, strerror(-r));
-        return 3;
+        (void)shut_down(&d, &sum, &malformed);
+        return setup_fail;
     }
-    dev = aiol_vhost_blk_dev_get(d.blk);
-    printf("aioloop-vhost-blk: listening on %s (%u queues%s, %s)\n", sock,
-           o.num_queues, o.read_only ? ", read-only" : "",
-           aiol_loop_fdmon_get(d.loop));
     fflush(stdout);
+    if (ready_fd >= 0) {
+        daemonize_done(ready_fd);
+    }
 
-    /* Serve until a signal, or until the frontend that came goes. */
-    while (d.signo == 0) {
+    /* Serve until a signal (or, with --exit-on-disconnect, until every
+     * export's frontend has come and gone). */
+    while (d.signo == 0 && !watch_frontends(&d)) {
         aiol_loop_poll(d.loop, true);
-        if (aiol_vhost_dev_is_connected(dev)) {
-            was_connected = true;
-        } else if (was_connected) {
-            break;
-        }
     }
 
-    aiol_vhost_dev_stats_get(dev, &ds);
-    aiol_vhost_blk_stats_get(d.blk, &bs);
-    /* Disconnects and drains: nothing is in flight after this. */
-    aiol_vhost_blk_free(d.blk);
-    if (!o.read_only && fdatasync(fd) < 0) {
-        fprintf(stderr, "aioloop-vhost-blk: flushing %s: %s\n", file,
-                strerror(errno));
-        rc = 1;
-    }
-    close(fd);
+    rc = shut_down(&d, &sum, &malformed);
     aiol_fd_remove(d.loop, d.sigfd);
     close(d.sigfd);
     aiol_loop_free(d.loop);
-
-    if (ds.malformed > 0) {
-        rc = 1;
+    if (c->pidfile != NULL) {
+        unlink(c->pidfile);
     }
-    printf("aioloop-vhost-blk: %s; %" PRIu64 " reads, %" PRIu64
-           " writes, %" PRIu64 " flushes, %" PRIu64 " discards, %" PRIu64
-           " I/O errors, %" PRIu64 " malformed connections\n",
+    printf(PROG ": %s; %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
+           " flushes, %" PRIu64 " discards, %" PRIu64 " I/O errors, %" PRIu64
+           " malformed connections\n",
            d.signo != 0 ? strsignal(d.signo) : "frontend disconnected",
-           bs.reads, bs.writes, bs.flushes, bs.discards, bs.ioerr,
-           ds.malformed);
+           sum.reads, sum.writes, sum.flushes, sum.discards, sum.ioerr,
+           malformed);
+    vd_config_fini(c);
     return rc;
 }

@@ -70,6 +70,10 @@ typedef struct aiol_vhost_blk_opts {
                               NULL: "aioloop" */
     aiol_vhost_blk_aio aio; /**< the I/O engine; 0 is AUTO */
     unsigned max_workers;   /**< worker threads at most; 0: 64 */
+    unsigned block_size;    /**< the logical block size the guest sees
+                                 (config blk_size): a power of two,
+                                 512..65536; 0: 512.  Requests not aligned
+                                 to it complete with VIRTIO_BLK_S_IOERR */
 } aiol_vhost_blk_opts;
 
 /** What the device did (loop's thread). */
@@ -93,7 +97,8 @@ typedef struct aiol_vhost_blk_stats {
  * @p fd (not closed by the device; its size, rounded down to 512 bytes,
  * is the capacity).  Open it with O_DIRECT to serve it with O_DIRECT.
  * Listen or adopt a frontend through aiol_vhost_blk_dev_get().
- * @return 0; -EINVAL for bad options, or AIOL_VHOST_BLK_AIO_NATIVE on
+ * @return 0; -EINVAL for bad options (block_size included), or
+ *         AIOL_VHOST_BLK_AIO_NATIVE on
  *         an image without O_DIRECT; -ENOTSUP for io_uring where liburing
  *         was not built in; fstat() errors; errors of io_setup(),
  *         io_uring_queue_init(), pthread_create() and reopening an

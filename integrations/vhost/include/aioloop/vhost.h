@@ -197,6 +197,15 @@ int aiol_vhost_dev_new(aiol_loop *loop, const aiol_vhost_dev_ops *ops,
 int aiol_vhost_dev_listen(aiol_vhost_dev *dev, const char *path);
 
 /**
+ * The same on a socket already bound and listening (@p fd: inherited,
+ * socket activation); the device owns @p fd from then on, also on
+ * failure, and makes it non-blocking and close-on-exec.
+ * @return 0; -EBUSY when already listening; -ENOTSOCK; -EINVAL when
+ *         @p fd is not a listening stream socket; -ENOMEM from the loop.
+ */
+int aiol_vhost_dev_listen_fd(aiol_vhost_dev *dev, int fd);
+
+/**
  * Serves an already connected stream socket @p fd (socketpair(), an
  * inherited fd) as the frontend connection; the device owns @p fd from
  * then on, also on failure.  @return 0, -EBUSY when a frontend is
