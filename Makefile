@@ -77,7 +77,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-subproject check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest
+check: check-reuse check-gcc check-docs check-install check-subproject check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
