@@ -421,7 +421,9 @@ void aiol_vhost_dev_free(aiol_vhost_dev *dev)
         aiol_fd_remove(dev->loop, dev->listen_fd);
         close(dev->listen_fd);
         dev->listen_fd = -1;
-        unlink(dev->path);
+        if (dev->path != NULL) {
+            unlink(dev->path); /* (a socket it was given has no path) */
+        }
     }
     aiol__vhost_drop(dev, false, "device freed");
     aiol__vhost_reset(dev);
