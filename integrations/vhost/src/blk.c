@@ -145,15 +145,23 @@ static uint8_t plan_discard(aiol_vhost_blk *b, const aiol_vhost_elem *e,
     if (b->read_only) {
         return VIRTIO_BLK_S_IOERR;
     }
-    /* one segment (max_discard_seg 1), exactly */
-    if (e->out_len - HDR_LEN != sizeof(seg) ||
+    /* whole segments, and one of them (max_discard_seg 1): more is
+       VIRTIO_BLK_S_UNSUPP (virtio 1.1, 5.2.6.2, as QEMU answers) */
+    if ((e->out_len - HDR_LEN) % sizeof(seg) != 0 ||
+        e->out_len - HDR_LEN == 0 ||
         !iov_read(e->iov, e->out_num, HDR_LEN, &seg, sizeof(seg))) {
         return VIRTIO_BLK_S_IOERR;
     }
+    if (e->out_len - HDR_LEN != sizeof(seg)) {
+        return VIRTIO_BLK_S_UNSUPP;
+    }
     sector = le64toh(seg.sector);
     nsect = le32toh(seg.num_sectors);
-    if (le32toh(seg.flags) & ~VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP ||
-        !in_range(b, sector, nsect)) {
+    /* a discard has no flags: unmap or unknown ones are UNSUPP (5.2.6.2) */
+    if (le32toh(seg.flags) != 0) {
+        return VIRTIO_BLK_S_UNSUPP;
+    }
+    if (!in_range(b, sector, nsect)) {
         return VIRTIO_BLK_S_IOERR;
     }
     r->op = BLK_OP_DISCARD;

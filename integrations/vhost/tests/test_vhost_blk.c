@@ -192,18 +192,28 @@ static void test_blk_bad_requests_get_a_status(void **state)
     /* an unknown type */
     assert_int_equal(req(&t, 77, 0, NULL, 0, false, 1, 16, &used),
                      VIRTIO_BLK_S_UNSUPP);
-    /* a discard of two segments (max_discard_seg is 1) */
+    /* a discard of two segments (max_discard_seg is 1), one with the
+       unmap flag, one with a reserved flag: UNSUPP (virtio 1.1, 5.2.6.2);
+       one of half a segment: IOERR */
     {
         struct virtio_blk_discard_write_zeroes d[2] = {
             { .sector = 0, .num_sectors = 1 }, { .sector = 2, .num_sectors = 1 },
         };
 
         assert_int_equal(req(&t, VIRTIO_BLK_T_DISCARD, 0, d, sizeof(d),
-                             false, 1, 16, &used), VIRTIO_BLK_S_IOERR);
+                             false, 1, 16, &used), VIRTIO_BLK_S_UNSUPP);
+        d[0].flags = VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP;
+        assert_int_equal(req(&t, VIRTIO_BLK_T_DISCARD, 0, d, sizeof(d[0]),
+                             false, 1, 16, &used), VIRTIO_BLK_S_UNSUPP);
+        d[0].flags = 1u << 5;
+        assert_int_equal(req(&t, VIRTIO_BLK_T_DISCARD, 0, d, sizeof(d[0]),
+                             false, 1, 16, &used), VIRTIO_BLK_S_UNSUPP);
+        assert_int_equal(req(&t, VIRTIO_BLK_T_DISCARD, 0, d, 8, false, 1,
+                             16, &used), VIRTIO_BLK_S_IOERR);
     }
     aiol_vhost_blk_stats_get(t.blk, &st);
     assert_int_equal(st.ioerr, 7);
-    assert_int_equal(st.unsupp, 1);
+    assert_int_equal(st.unsupp, 4);
     /* and the device goes on serving */
     assert_int_equal(req(&t, VIRTIO_BLK_T_OUT, 1, buf, 512, false, 1, 16,
                          &used), VIRTIO_BLK_S_OK);
