@@ -152,14 +152,6 @@ int aiol__vhost_vq_set_kick(aiol_vhost_vq *vq, int fd)
     return 0;
 }
 
-void aiol__vhost_vq_set_call(aiol_vhost_vq *vq, int fd)
-{
-    if (vq->call_fd >= 0) {
-        close(vq->call_fd);
-    }
-    vq->call_fd = fd;
-}
-
 void aiol__vhost_vq_set_err(aiol_vhost_vq *vq, int fd)
 {
     if (vq->err_fd >= 0) {
@@ -177,6 +169,22 @@ static void signal_fd(int fd)
         n = write(fd, &one, sizeof(one));
     } while (n < 0 && errno == EINTR);
     /* EAGAIN: the counter is saturated, the peer is signalled anyway. */
+}
+
+void aiol__vhost_vq_set_call(aiol_vhost_vq *vq, int fd)
+{
+    if (vq->call_fd >= 0) {
+        close(vq->call_fd);
+    }
+    vq->call_fd = fd;
+    /* A new call fd is signalled once: a frontend that reconnects (or
+     * replaces the fd) may have missed a notify for buffers already used,
+     * and a driver takes a spurious interrupt in its stride.  QEMU's
+     * qtests wait for this signal from qemu-storage-daemon (libvhost-user
+     * does the same). */
+    if (fd >= 0) {
+        signal_fd(fd);
+    }
 }
 
 static bool running(const aiol_vhost_vq *vq)

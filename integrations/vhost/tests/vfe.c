@@ -345,6 +345,16 @@ static uint64_t uva_of(vfe *f, uint64_t gpa)
     return (uint64_t)(uintptr_t)vfe_gpa(f, gpa);
 }
 
+static uint64_t read_efd(int fd)
+{
+    uint64_t v = 0;
+
+    if (fd < 0 || read(fd, &v, 8) != 8) {
+        return 0;
+    }
+    return v;
+}
+
 int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd)
 {
     vfe_vq *q = &f->vq[idx];
@@ -398,6 +408,16 @@ int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd)
     }
     if (r < 0) {
         return r;
+    }
+    if (!call_nofd) {
+        /* (a reply: the backend has handled SET_VRING_CALL; the signal
+           a new call fd gets is read away so that counts start at 0) */
+        uint64_t feat;
+
+        if ((r = vfe_get_u64(f, AIOL_VHOST_GET_FEATURES, &feat)) < 0) {
+            return r;
+        }
+        q->call_on_set = read_efd(q->call);
     }
     arg = idx;
     if ((r = vfe_send(f, AIOL_VHOST_SET_VRING_KICK, 0, &arg, 8, &q->kick,
@@ -525,16 +545,6 @@ unsigned vfe_vq_used_pending(vfe *f, unsigned idx)
 {
     vfe_pump(f, 20);
     return (uint16_t)(used_idx(&f->vq[idx]) - f->vq[idx].last_used);
-}
-
-static uint64_t read_efd(int fd)
-{
-    uint64_t v = 0;
-
-    if (fd < 0 || read(fd, &v, 8) != 8) {
-        return 0;
-    }
-    return v;
 }
 
 uint64_t vfe_vq_calls(vfe *f, unsigned idx)

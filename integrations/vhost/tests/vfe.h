@@ -37,6 +37,8 @@ typedef struct vfe_vq {
     uint64_t desc_gpa, avail_gpa, used_gpa;
     uint8_t *desc, *avail, *used;
     int kick, call, err;     /* frontend's ends; call -1 with NOFD */
+    uint64_t call_on_set;    /* signals the call fd had right after
+                                SET_VRING_CALL (then read away) */
     uint16_t avail_idx, last_used, next_desc;
 } vfe_vq;
 

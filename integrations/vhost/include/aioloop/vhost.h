@@ -11,7 +11,10 @@
  * virtqueues (direct and indirect descriptors, event idx).  Kick eventfds
  * are loop fd handlers that call the device's queue handler; the device
  * pops descriptor chains, does its work, pushes used elements and asks
- * the library to notify the driver through the call eventfd.
+ * the library to notify the driver through the call eventfd.  A call
+ * eventfd is also signalled once when the frontend sets it
+ * (VHOST_USER_SET_VRING_CALL), as libvhost-user does: after a reconnect
+ * the driver may have missed a notify.
  *
  * What a device supplies is an aiol_vhost_dev_ops: its feature bits, its
  * config space and a queue handler (docs/vhost.md walks through a device).
@@ -167,7 +170,8 @@ typedef struct aiol_vhost_stats {
 /** Counters of a queue, since the device was created. */
 typedef struct aiol_vhost_vq_stats {
     uint64_t kicks;        /**< kick eventfd readings */
-    uint64_t calls;        /**< call eventfd signals written */
+    uint64_t calls;        /**< call eventfd signals written for used
+                                buffers (not the one a new call fd gets) */
     uint64_t suppressed;   /**< notifies the driver suppressed (flags,
                                 event idx) */
     uint64_t skipped;      /**< notifies that were due but the ring has no
