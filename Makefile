@@ -329,9 +329,11 @@ check-vhost-guest: all qemu
 
 # QEMU's own qtests for the devices the series changes (virtio-blk-pci with
 # the series' multiqueue tests, one under -accel kvm -S, vhost-user-blk-pci
-# against qemu-storage-daemon, vhost-user-net), on the fork.
-check-qtest: qemu
-	integrations/qemu/qtest.sh $(QEMU_WORK)
+# against qemu-storage-daemon, vhost-user-net), on the fork; then the
+# vhost-user-blk-pci tests again with aioloop-vhost-blk as the storage
+# daemon.
+check-qtest: all qemu
+	integrations/qemu/qtest.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU_WORK)
 
 # Device start and stop cost, stock QEMU 7.2 against the fork, on real
 # KVM (qtest, -accel kvm -S): DRIVER_OK time and KVM ioctl counts.

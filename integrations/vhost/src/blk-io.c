@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * blk-io.c - the vhost-user-blk device's I/O (blk.h): a parsed request's
- * read, write, flush or discard, started on the device's engine and
- * completed on the loop's thread.
+ * read, write, flush, discard or write zeroes, started on the device's
+ * engine and completed on the loop's thread.
  *
  * Engines, as qemu-storage-daemon's aio= values: io_uring (blk-uring.c:
  * the loop's own ring when the loop runs io_uring, in the same
@@ -35,6 +35,49 @@
 
 #include "blk.h"
 #include "internal.h"
+
+/* Writes zeros over @r's range: deallocating it where the guest allows
+ * (unmap), else allocated zeros; where the file system or device has
+ * neither, ordinary writes of zeros.  0 or -errno. */
+static int write_zeroes(blk_req *r)
+{
+    static const uint8_t zeros[64 * 1024] __attribute__((aligned(4096)));
+    const aiol_vhost_blk *b = r->b;
+    int fd = r->fd;
+
+    if (r->unmap && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
+                              (off_t)r->off, (off_t)r->len) == 0) {
+        return 0;
+    }
+    if (fallocate(fd, FALLOC_FL_ZERO_RANGE | FALLOC_FL_KEEP_SIZE,
+                  (off_t)r->off, (off_t)r->len) == 0) {
+        return 0;
+    }
+    if (errno != EOPNOTSUPP && errno != EINVAL && errno != ENODEV) {
+        return -errno;
+    }
+    /* (an O_DIRECT image: zeros aligned as the buffer is, else through
+       the buffered descriptor) */
+    if (b->fd_buffered >= 0 &&
+        (r->off % b->off_align != 0 || r->len % b->off_align != 0 ||
+         b->mem_align > 4096 || b->off_align > sizeof(zeros))) {
+        fd = b->fd_buffered;
+    }
+    while (r->len > 0) {
+        size_t n = r->len < sizeof(zeros) ? (size_t)r->len : sizeof(zeros);
+        ssize_t got = pwrite(fd, zeros, n, (off_t)r->off);
+
+        if (got < 0 && errno == EINTR) {
+            continue;
+        }
+        if (got <= 0) {
+            return got < 0 ? -errno : -EIO;
+        }
+        r->off += (uint64_t)got;
+        r->len -= (uint64_t)got;
+    }
+    return 0;
+}
 
 /* Moves @r past the first @done bytes of its I/O (a partial transfer). */
 static void advance(blk_req *r, uint64_t done)
@@ -82,6 +125,8 @@ int aiol__vblk_io_run(blk_req *r)
     case BLK_OP_DISCARD:
         return fallocate(r->fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
                          (off_t)r->off, (off_t)r->len) == 0 ? 0 : -errno;
+    case BLK_OP_WRITE_ZEROES:
+        return write_zeroes(r);
     case BLK_OP_NONE:
         break;
     }
@@ -131,7 +176,10 @@ static void submit(blk_req *r)
     aiol_vhost_blk *b = r->b;
     bool rw = r->op == BLK_OP_READ || r->op == BLK_OP_WRITE;
 
+    /* (a write zeroes may fall back to writes: the pool runs the whole
+       sequence; io_uring would run its fallocate on a worker anyway) */
     if (b->aio == AIOL_VHOST_BLK_AIO_IO_URING &&
+        r->op != BLK_OP_WRITE_ZEROES &&
         aiol__vblk_uring_submit(b, b->ring, r) == 0) {
         b->st.on_ring++;
         return;
@@ -215,7 +263,8 @@ void aiol__vblk_io_start(blk_req *r)
     r->nio = r->niov;
     r->bounce = NULL;
     b->inflight++;
-    if (r->op == BLK_OP_DISCARD && r->len == 0) {
+    if ((r->op == BLK_OP_DISCARD || r->op == BLK_OP_WRITE_ZEROES) &&
+        r->len == 0) {
         end(r, 0);
         return;
     }

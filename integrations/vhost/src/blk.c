@@ -4,8 +4,9 @@
  *
  * A request is one descriptor chain (virtio 1.x, 5.2.6): a 16-byte
  * struct virtio_blk_outhdr at the start of the device-readable part, the
- * data (readable for writes and discards, writable for reads and
- * get-id), and one status byte at the very end of the writable part.
+ * data (readable for writes, discards and write zeroes, writable for
+ * reads and get-id), and one status byte at the very end of the writable
+ * part.
  * Any of these may be split across descriptors at any byte, so the
  * header is gathered and the data sliced out of the chain's iovecs.
  *
@@ -136,17 +137,21 @@ static uint8_t plan_rw(aiol_vhost_blk *b, const aiol_vhost_elem *e,
     return VIRTIO_BLK_S_OK;
 }
 
-static uint8_t plan_discard(aiol_vhost_blk *b, const aiol_vhost_elem *e,
-                            blk_req *r)
+/* Plans a discard (@zeroes false) or a write zeroes, each of one
+ * segment (max_discard_seg, max_write_zeroes_seg 1): more segments,
+ * unknown flags and unmap on a discard are VIRTIO_BLK_S_UNSUPP (virtio
+ * 1.1, 5.2.6.2, as QEMU answers); a range past the end or longer than
+ * the config's maximum is VIRTIO_BLK_S_IOERR. */
+static uint8_t plan_dz(aiol_vhost_blk *b, const aiol_vhost_elem *e,
+                       bool zeroes, blk_req *r)
 {
     struct virtio_blk_discard_write_zeroes seg;
     uint64_t sector, nsect;
+    uint32_t flags, allowed = zeroes ? VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP : 0;
 
     if (b->read_only) {
         return VIRTIO_BLK_S_IOERR;
     }
-    /* whole segments, and one of them (max_discard_seg 1): more is
-       VIRTIO_BLK_S_UNSUPP (virtio 1.1, 5.2.6.2, as QEMU answers) */
     if ((e->out_len - HDR_LEN) % sizeof(seg) != 0 ||
         e->out_len - HDR_LEN == 0 ||
         !iov_read(e->iov, e->out_num, HDR_LEN, &seg, sizeof(seg))) {
@@ -157,14 +162,15 @@ static uint8_t plan_discard(aiol_vhost_blk *b, const aiol_vhost_elem *e,
     }
     sector = le64toh(seg.sector);
     nsect = le32toh(seg.num_sectors);
-    /* a discard has no flags: unmap or unknown ones are UNSUPP (5.2.6.2) */
-    if (le32toh(seg.flags) != 0) {
+    flags = le32toh(seg.flags);
+    if ((flags & ~allowed) != 0) {
         return VIRTIO_BLK_S_UNSUPP;
     }
-    if (!in_range(b, sector, nsect)) {
+    if (nsect > BLK_MAX_DZ_SECTORS || !in_range(b, sector, nsect)) {
         return VIRTIO_BLK_S_IOERR;
     }
-    r->op = BLK_OP_DISCARD;
+    r->op = zeroes ? BLK_OP_WRITE_ZEROES : BLK_OP_DISCARD;
+    r->unmap = (flags & VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP) != 0;
     r->off = sector * SECTOR;
     r->len = nsect * SECTOR;
     return VIRTIO_BLK_S_OK;
@@ -236,7 +242,11 @@ static void parse(aiol_vhost_blk *b, aiol_vhost_vq *vq,
         break;
     case VIRTIO_BLK_T_DISCARD:
         b->st.discards++;
-        r->status = plan_discard(b, e, r);
+        r->status = plan_dz(b, e, false, r);
+        break;
+    case VIRTIO_BLK_T_WRITE_ZEROES:
+        b->st.write_zeroes++;
+        r->status = plan_dz(b, e, true, r);
         break;
     default:
         r->status = VIRTIO_BLK_S_UNSUPP;
@@ -331,7 +341,7 @@ static uint64_t blk_features(void *opaque)
     if (b->read_only) {
         f |= 1ull << VIRTIO_BLK_F_RO;
     } else {
-        f |= 1ull << VIRTIO_BLK_F_DISCARD;
+        f |= 1ull << VIRTIO_BLK_F_DISCARD | 1ull << VIRTIO_BLK_F_WRITE_ZEROES;
     }
     return f;
 }
@@ -350,9 +360,12 @@ static int blk_get_config(void *opaque, uint8_t *buf, uint32_t off,
     c.seg_max = htole32(SEG_MAX);
     c.blk_size = htole32(b->block_size);
     c.num_queues = htole16((uint16_t)b->num_queues);
-    c.max_discard_sectors = htole32(UINT32_MAX);
+    c.max_discard_sectors = htole32(BLK_MAX_DZ_SECTORS);
     c.max_discard_seg = htole32(1);
     c.discard_sector_alignment = htole32(b->block_size / SECTOR);
+    c.max_write_zeroes_sectors = htole32(BLK_MAX_DZ_SECTORS);
+    c.max_write_zeroes_seg = htole32(1);
+    c.write_zeroes_may_unmap = 1;
     memcpy(buf, (uint8_t *)&c + off, len);
     return 0;
 }

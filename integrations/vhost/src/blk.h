@@ -23,6 +23,9 @@
 #define BLK_HDR_LEN 16u   /* struct virtio_blk_outhdr */
 #define BLK_ID_LEN 20u    /* VIRTIO_BLK_ID_BYTES */
 #define BLK_SEG_MAX 126u  /* data segments a request may have (config) */
+/* sectors a discard or write-zeroes may cover (config; as much as
+   qemu-storage-daemon's vhost-user-blk export allows) */
+#define BLK_MAX_DZ_SECTORS 32768u
 
 typedef enum blk_op {
     BLK_OP_NONE,      /* nothing to run: the status is decided */
@@ -30,6 +33,7 @@ typedef enum blk_op {
     BLK_OP_WRITE,
     BLK_OP_FLUSH,
     BLK_OP_DISCARD,
+    BLK_OP_WRITE_ZEROES,
 } blk_op;
 
 typedef struct blk_req blk_req;
@@ -47,8 +51,11 @@ struct blk_req {
     uint8_t status;           /* op NONE: the answer */
     uint8_t *status_p;        /* the chain's last writable byte; NULL: none */
     uint32_t written;         /* bytes written into the chain, status aside */
-    uint64_t off, len;        /* bytes: read, write, discard; advance()
-                                 moves them past what is done */
+    uint64_t off, len;        /* bytes: read, write, discard, write
+                                 zeroes; advance() moves them past what
+                                 is done */
+    bool unmap;               /* write zeroes: the range may be deallocated
+                                 (VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP) */
     int fd;                   /* the descriptor its I/O goes to */
     int niov;                 /* data iovecs (read, write) in iov */
     struct iovec *io;         /* what the I/O moves: iov, or &bounce_iov */

@@ -11,7 +11,8 @@
  *
  * The stall: this executable wraps preadv (link-time, -Wl,--wrap), and a
  * read of the gated file at the gated offset waits until the test opens
- * the gate, as a read from a slow disk would.
+ * the gate, as a read from a slow disk would.  It also wraps fallocate,
+ * to refuse it as a file system without it would.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -86,6 +87,22 @@ static int gate_waiting(void)
     n = gate_held;
     pthread_mutex_unlock(&gate_lock);
     return n;
+}
+
+/* ------------------------------------------ fallocate, refused at will */
+
+static int fallocate_refused; /* (atomic: workers read it) */
+
+int __real_fallocate64(int fd, int mode, off_t off, off_t len);
+int __wrap_fallocate64(int fd, int mode, off_t off, off_t len);
+
+int __wrap_fallocate64(int fd, int mode, off_t off, off_t len)
+{
+    if (__atomic_load_n(&fallocate_refused, __ATOMIC_RELAXED)) {
+        errno = EOPNOTSUPP;
+        return -1;
+    }
+    return __real_fallocate64(fd, mode, off, len);
 }
 
 /* ------------------------------------------------------------ devices */
@@ -332,22 +349,30 @@ static const char *direct_dir(void)
     return NULL;
 }
 
+/* direct_dir(), or the test is skipped (no filesystem with O_DIRECT). */
+static const char *direct_dir_or_skip(void)
+{
+    const char *dir = direct_dir();
+
+    if (dir == NULL) {
+        skip();
+    }
+    return dir;
+}
+
 /* Linux AIO on O_DIRECT: aligned buffers go straight to the disk, others
  * through a bounce buffer; flushes through the pool.  Without O_DIRECT
  * native is refused, as qemu-storage-daemon refuses aio=native without
  * cache.direct=on. */
 static void test_native_engine_direct(void **state)
 {
-    const char *dir = direct_dir();
+    const char *dir = direct_dir_or_skip();
     aiol_vhost_blk_stats st;
     uint32_t used;
     et t;
     int fd;
 
     (void)state;
-    if (dir == NULL) {
-        skip(); /* (no filesystem with O_DIRECT) */
-    }
     et_init(&t);
     fd = image_open(&t.d[1], dir, 1, 0);
     assert_true(fd >= 0);
@@ -371,6 +396,85 @@ static void test_native_engine_direct(void **state)
     st = stats(&t.d[0]);
     assert_int_equal(st.on_pool, 1);
     assert_int_equal(st.ioerr, 0);
+    et_fini(&t);
+}
+
+/* A discard or write zeroes of @nsect sectors at @sector on queue @q
+ * (vblk_req()'s layout): its status. */
+static int dz_req(dev *d, unsigned q, uint32_t type, uint64_t sector,
+                  uint32_t nsect, bool unmap)
+{
+    struct virtio_blk_discard_write_zeroes z = {
+        .sector = sector, .num_sectors = nsect,
+        .flags = unmap ? VIRTIO_BLK_WRITE_ZEROES_FLAG_UNMAP : 0 };
+    uint32_t used;
+
+    return vblk_req(&d->f, q, type, 0, &z, sizeof(z), false, 1, 16, &used);
+}
+
+/* Whether sectors [@sector, +@nsect) of @d's image are zeros, and the
+ * sector before and after still hold @w's pattern (written at @base). */
+static void assert_zeroed(dev *d, uint64_t base, const uint8_t *w,
+                          uint64_t sector, uint32_t nsect)
+{
+    size_t len = (size_t)(nsect + 2) * 512;
+    uint8_t *r = malloc(len), *zero = calloc(nsect, 512);
+
+    assert_non_null(r);
+    assert_non_null(zero);
+    assert_int_equal(areq(d, 0, VIRTIO_BLK_T_IN, sector - 1, r,
+                          (uint32_t)len, 4096, 0), VIRTIO_BLK_S_OK);
+    assert_memory_equal(r, w + (sector - 1 - base) * 512, 512);
+    assert_memory_equal(r + 512, zero, (size_t)nsect * 512);
+    assert_memory_equal(r + len - 512, w + (sector + nsect - base) * 512,
+                        512);
+    free(r);
+    free(zero);
+}
+
+/*
+ * Write zeroes on an O_DIRECT image where the file system refuses
+ * fallocate: the pool writes zeros instead, straight to the disk where
+ * the range is aligned and through the buffered descriptor where it is
+ * not; with fallocate, unmap punches a hole.  No write zeroes runs on a
+ * ring or on Linux AIO; a discard refused by the file system is UNSUPP.
+ */
+static void test_write_zeroes_fallback(void **state)
+{
+    const char *dir = direct_dir_or_skip();
+    aiol_vhost_blk_stats st;
+    uint8_t w[64 * 512];
+    et t;
+    int fd;
+
+    (void)state;
+    et_init(&t);
+    fd = image_open(&t.d[0], dir, 0, O_DIRECT);
+    assert_true(fd >= 0);
+    assert_int_equal(dev_start(&t, 0, fd, AIOL_VHOST_BLK_AIO_NATIVE), 0);
+    vblk_pattern(w, sizeof(w), 11);
+    assert_int_equal(areq(&t.d[0], 0, VIRTIO_BLK_T_OUT, 64, w, sizeof(w),
+                          4096, 0), VIRTIO_BLK_S_OK);
+    __atomic_store_n(&fallocate_refused, 1, __ATOMIC_RELAXED);
+    assert_int_equal(dz_req(&t.d[0], 1, VIRTIO_BLK_T_WRITE_ZEROES, 72, 16,
+                            true), VIRTIO_BLK_S_OK);     /* 4096-aligned */
+    assert_zeroed(&t.d[0], 64, w, 72, 16);
+    st = stats(&t.d[0]);
+    assert_int_equal(st.buffered, 0);
+    assert_int_equal(dz_req(&t.d[0], 0, VIRTIO_BLK_T_WRITE_ZEROES, 99, 3,
+                            false), VIRTIO_BLK_S_OK);    /* not aligned */
+    assert_zeroed(&t.d[0], 64, w, 99, 3);
+    assert_int_equal(dz_req(&t.d[0], 0, VIRTIO_BLK_T_DISCARD, 110, 2,
+                            false), VIRTIO_BLK_S_UNSUPP);
+    __atomic_store_n(&fallocate_refused, 0, __ATOMIC_RELAXED);
+    assert_int_equal(dz_req(&t.d[0], 1, VIRTIO_BLK_T_WRITE_ZEROES, 120, 5,
+                            true), VIRTIO_BLK_S_OK);
+    assert_zeroed(&t.d[0], 64, w, 120, 5);
+    st = stats(&t.d[0]);
+    assert_int_equal(st.write_zeroes, 3);
+    assert_int_equal(st.on_pool, 4);
+    assert_int_equal(st.ioerr, 0);
+    assert_int_equal(st.unsupp, 1);
     et_fini(&t);
 }
 
@@ -485,6 +589,7 @@ int main(void)
         cmocka_unit_test(test_threads_engine),
         cmocka_unit_test(test_io_uring_engine),
         cmocka_unit_test(test_native_engine_direct),
+        cmocka_unit_test(test_write_zeroes_fallback),
         cmocka_unit_test(test_stall_blocks_nobody_else),
         cmocka_unit_test(test_block_device_4k_sectors),
     };

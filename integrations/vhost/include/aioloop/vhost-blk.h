@@ -4,8 +4,8 @@
  * aioloop/vhost-blk.h - a vhost-user-blk device on libaioloop-vhost.
  *
  * Serves a raw image file to a vhost-user frontend (QEMU's
- * vhost-user-blk-pci): read, write, flush, discard and get-id, in
- * 512-byte sectors.  No request runs on the loop's thread: each goes to
+ * vhost-user-blk-pci): read, write, flush, discard, write zeroes and
+ * get-id, in 512-byte sectors.  No request runs on the loop's thread: each goes to
  * the device's I/O engine (aiol_vhost_blk_aio, as qemu-storage-daemon's
  * aio= option): the loop's own io_uring ring (aioloop/uring.h) or a ring
  * of the device's, Linux AIO, or a pool of worker threads.  Completions
@@ -54,7 +54,7 @@ typedef enum aiol_vhost_blk_aio {
         fdatasync() and fallocate() (aio=threads) */
     AIOL_VHOST_BLK_AIO_THREADS,
     /** Linux AIO (io_submit(), completions through an eventfd on the
-        loop); flushes and discards go to the worker pool.  Needs an
+        loop); flushes, discards and write zeroes go to the worker pool.  Needs an
         O_DIRECT image, as aio=native needs cache.direct=on */
     AIOL_VHOST_BLK_AIO_NATIVE,
     /** io_uring: the loop's own ring when the loop runs io_uring, else a
@@ -90,6 +90,7 @@ typedef struct aiol_vhost_blk_stats {
     uint64_t bounced;   /**< O_DIRECT I/Os through an aligned bounce buffer */
     uint64_t buffered;  /**< O_DIRECT I/Os on the buffered descriptor
                              (offset or length not aligned) */
+    uint64_t write_zeroes; /**< write-zeroes requests served */
 } aiol_vhost_blk_stats;
 
 /**
