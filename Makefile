@@ -42,7 +42,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         bench-python clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-stock check-qemu-series check-guest \
-        check-vhost-guest \
+        check-vhost-guest check-vhost-lifecycle \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives deb deb-deps check-deb
@@ -77,7 +77,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-subproject check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest check-deb
+check: check-reuse check-gcc check-docs check-install check-subproject check-asan check-clang check-release check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -326,6 +326,13 @@ check-notifiers: qemu
 # vhost-user-blk-pci served by aioloop-vhost-blk, 1, 2 and 4 queues.
 check-vhost-guest: all qemu
 	integrations/vhost/guest-test.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU_WORK)
+
+# The daemon outliving its frontends, on Debian's QEMU 7.2 and the fork:
+# QEMU SIGKILLed mid-I/O and a new one reading back what was
+# acknowledged, the daemon restarted under QEMU's reconnect=1, and the
+# disk unplugged and plugged again over QMP.
+check-vhost-lifecycle: all qemu
+	integrations/vhost/lifecycle-test.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU_WORK)
 
 # QEMU's own qtests for the devices the series changes (virtio-blk-pci with
 # the series' multiqueue tests, one under -accel kvm -S, vhost-user-blk-pci

@@ -3,7 +3,7 @@
 # integrations/vhost/bench/guest-fio-init.sh); guest_build_initrd puts it
 # at /guest-boot.sh.  Sets up busybox, /proc, /sys and /dev, loads the
 # virtio modules in /mods/order and waits up to 10 s for /dev/vda.  Sets
-# ok=1, or ok=0 after saying what went wrong.
+# ok=1, or ok=0 after saying what went wrong.  guest_done ends a test.
 /bin/busybox --install -s /bin
 export PATH=/bin
 mount -t proc proc /proc
@@ -20,3 +20,15 @@ while [ ! -b /dev/vda ] && [ $i -lt 200 ]; do
     i=$((i + 1))
 done
 [ -b /dev/vda ] || { echo "guest: no /dev/vda"; ok=0; }
+
+# guest_done: syncs, prints the verdict on the console (AIOL-GUEST-OK
+# with ok=1, else AIOL-GUEST-FAIL) and powers off.
+guest_done() {
+    sync
+    if [ $ok = 1 ]; then
+        echo AIOL-GUEST-OK
+    else
+        echo AIOL-GUEST-FAIL
+    fi
+    poweroff -f
+}

@@ -58,12 +58,5 @@ if [ $ok = 1 ]; then
         rm -f /tmp/back /tmp/back.?
         [ $ok = 1 ] || break
     done
-    sync
 fi
-
-if [ $ok = 1 ]; then
-    echo AIOL-GUEST-OK
-else
-    echo AIOL-GUEST-FAIL
-fi
-poweroff -f
+guest_done

@@ -25,7 +25,8 @@
 # common part).  PIDs in guest_pids (guest_spawn adds them) are SIGKILLed
 # when the script exits.  guest_build_initrd (below) builds other
 # initramfs images from the same parts; guest_vhost_blk gives the
-# arguments of a vhost-user-blk disk.
+# arguments of a vhost-user-blk disk, and guest_vhost_opt and
+# guest_vhost_init take the options of the scripts that run the daemon.
 guest_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 guest_repo=$(cd "$guest_lib_dir/../.." && pwd)
 . "$guest_lib_dir/pkgs.sh"
@@ -183,6 +184,37 @@ guest_vhost_blk() {
                       -numa node,memdev=mem
                       -chardev "socket,id=vu0,path=$1"
                       -device "vhost-user-blk-pci,chardev=vu0,num-queues=$2")
+}
+
+# For the scripts that run aioloop-vhost-blk under QEMUs: guest_vhost_opt
+# OPT VALUE takes --daemon BINARY (into daemon) and --qemu BINARY (added
+# to qemus); after the options, guest_vhost_init WHO checks the daemon
+# (made absolute), sets work (WORKDIR) and boot_timeout (GUEST_TIMEOUT,
+# default 150 s), installs Debian's QEMU and defaults qemus to it and,
+# when it is built, the fork's.
+daemon='' qemus=()
+guest_vhost_opt() {
+    case $1 in
+        --daemon) daemon=$2 ;;
+        --qemu) qemus+=("$2") ;;
+    esac
+}
+guest_vhost_init() {
+    [ -n "$daemon" ] && [ -x "$daemon" ] ||
+        { echo "$1: --daemon BINARY (aioloop-vhost-blk) is required" >&2; exit 2; }
+    daemon=$(realpath "$daemon")
+    work=$(guest_workdir "$guest_work")
+    boot_timeout=${GUEST_TIMEOUT:-150}
+    pkgs_install "$1" seabios qemu-system-data qemu-system-x86 python3
+    if [ ${#qemus[@]} -eq 0 ]; then
+        qemus=(/usr/bin/qemu-system-x86_64)
+        [ -x "$work/fork-build/qemu-system-x86_64" ] &&
+            qemus+=("$work/fork-build/qemu-system-x86_64")
+    fi
+    local q
+    for q in "${qemus[@]}"; do
+        [ -x "$q" ] || { echo "$1: no QEMU at $q" >&2; exit 1; }
+    done
 }
 
 # guest_spawn SECONDS LOG CMD...: starts CMD in the background under

@@ -29,29 +29,17 @@ set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../qemu/guest-lib.sh"
 
-daemon='' qemus=() queues=()
+queues=()
 while [ $# -gt 0 ]; do
     case $1 in
-        --daemon) daemon=$2; shift ;;
-        --qemu) qemus+=("$2"); shift ;;
+        --daemon|--qemu) guest_vhost_opt "$1" "$2"; shift ;;
         --queues) queues+=("$2"); shift ;;
         *) guest_arg vhost-guest "$1" ;;
     esac
     shift
 done
-[ -n "$daemon" ] && [ -x "$daemon" ] ||
-    { echo "vhost-guest: --daemon BINARY (aioloop-vhost-blk) is required" >&2; exit 2; }
-daemon=$(realpath "$daemon")
-work=$(guest_workdir "$guest_work")
+guest_vhost_init vhost-guest
 [ ${#queues[@]} -gt 0 ] || queues=(1 2 4)
-boot_timeout=${GUEST_TIMEOUT:-150}
-
-pkgs_install vhost-guest seabios qemu-system-data qemu-system-x86
-if [ ${#qemus[@]} -eq 0 ]; then
-    qemus=(/usr/bin/qemu-system-x86_64)
-    [ -x "$work/fork-build/qemu-system-x86_64" ] &&
-        qemus+=("$work/fork-build/qemu-system-x86_64")
-fi
 
 gdir=$work/guest
 guest_parts "$gdir"
@@ -104,7 +92,6 @@ run_case() {
 fdmons=(epoll io_uring poll)
 k=0
 for q in "${qemus[@]}"; do
-    [ -x "$q" ] || { echo "vhost-guest: no QEMU at $q" >&2; exit 1; }
     for n in "${queues[@]}"; do
         b=${fdmons[k % ${#fdmons[@]}]}
         k=$((k + 1))

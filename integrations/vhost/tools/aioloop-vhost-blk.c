@@ -252,6 +252,7 @@ static int shut_down(daemon_t *d, aiol_vhost_blk_stats *sum,
         sum->writes += bs.writes;
         sum->flushes += bs.flushes;
         sum->discards += bs.discards;
+        sum->write_zeroes += bs.write_zeroes;
         sum->ioerr += bs.ioerr;
         *malformed += ds.malformed;
     }
@@ -337,11 +338,11 @@ int main(int argc, char **argv)
         unlink(c->pidfile);
     }
     printf(PROG ": %s; %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
-           " flushes, %" PRIu64 " discards, %" PRIu64 " I/O errors, %" PRIu64
-           " malformed connections\n",
+           " flushes, %" PRIu64 " discards, %" PRIu64 " write zeroes, %" PRIu64
+           " I/O errors, %" PRIu64 " malformed connections\n",
            d.signo != 0 ? strsignal(d.signo) : "frontend disconnected",
-           sum.reads, sum.writes, sum.flushes, sum.discards, sum.ioerr,
-           malformed);
+           sum.reads, sum.writes, sum.flushes, sum.discards, sum.write_zeroes,
+           sum.ioerr, malformed);
     vd_config_fini(c);
     return rc;
 }
