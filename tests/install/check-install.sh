@@ -5,8 +5,9 @@
 # use-*.c here against the installed headers and libraries with plain
 # `cc $(pkg-config ...)`, shared and static, and runs it (run-uses.sh).
 # Also checks every public header got installed, the generated
-# aioloop/version.h too, and that aioloop.pc names liburing by
-# Requires.private, never as a raw -luring.
+# aioloop/version.h too, that aioloop.pc names liburing by
+# Requires.private, never as a raw -luring, and that the daemon's systemd
+# units run the installed daemon.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -37,5 +38,11 @@ if grep -q -- '-luring' "$pcdir/aioloop.pc" ||
     echo "check-install: aioloop.pc must name liburing in Requires.private, not as -luring:"
     cat "$pcdir/aioloop.pc"; exit 1
 fi
+# the daemon's systemd units, their ExecStart the installed daemon
+unit=$prefix/lib/systemd/system/aioloop-vhost-blk@.service
+[ -f "$prefix/lib/systemd/system/aioloop-vhost-blk@.socket" ] && [ -f "$unit" ] ||
+    { echo "check-install: the systemd units were not installed"; exit 1; }
+grep -q "^ExecStart=$prefix/bin/aioloop-vhost-blk " "$unit" && [ -x "$prefix/bin/aioloop-vhost-blk" ] ||
+    { echo "check-install: $unit does not run $prefix/bin/aioloop-vhost-blk"; exit 1; }
 "$here/run-uses.sh" "$tmp" "$libdir"
 echo "check-install: the programs built against the installed tree, shared and static, and ran"
