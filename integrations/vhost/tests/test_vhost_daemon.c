@@ -646,6 +646,31 @@ static void test_daemon_bad_arguments(void **state)
     dt_cleanup(&t);
 }
 
+/* --help and --version after other options still exit 0, in either
+ * form. */
+static void test_daemon_help_and_version_anywhere(void **state)
+{
+    static const char *const help[] = { "--verbose", "--help", NULL };
+    static const char *const version[] = { "--fdmon", "poll", "--version",
+                                           NULL };
+    const char *qsd_version[] = { daemon_path, "--blockdev",
+                                  "driver=file,node-name=d,filename=x",
+                                  "--version", NULL };
+    dt t;
+
+    (void)state;
+    dt_spawn(&t, 0, help);
+    dt_expect_exit(&t, 0, "usage: aioloop-vhost-blk");
+    dt_cleanup(&t);
+    dt_spawn(&t, 0, version);
+    dt_expect_exit(&t, 0, "aioloop-vhost-blk " AIOL_VERSION_STRING);
+    dt_cleanup(&t);
+    dt_prepare(&t, 0);
+    dt_exec(&t, qsd_version, false);
+    dt_expect_exit(&t, 0, "aioloop-vhost-blk " AIOL_VERSION_STRING);
+    dt_cleanup(&t);
+}
+
 int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
@@ -658,6 +683,7 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_daemon_qsd_form_two_exports),
         cmocka_unit_test(test_daemon_daemonize_and_pidfile),
         cmocka_unit_test(test_daemon_socket_activation),
+        cmocka_unit_test(test_daemon_help_and_version_anywhere),
         cmocka_unit_test(test_daemon_qsd_form_errors),
         cmocka_unit_test(test_daemon_bad_arguments),
     };

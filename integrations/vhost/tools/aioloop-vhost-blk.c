@@ -284,10 +284,7 @@ int main(int argc, char **argv)
     rc = vd_parse(argc, argv, c);
     if (rc != 0) {
         vd_config_fini(c);
-        return rc == 1 && !c->qsd_form && argc > 1 &&
-                       (strcmp(argv[1], "--help") == 0 ||
-                        strcmp(argv[1], "--version") == 0)
-                   ? 0 : rc;
+        return rc == VD_DONE ? 0 : rc;
     }
     setup_fail = c->qsd_form ? 1 : 3;
     if (open_nodes(c) < 0) {

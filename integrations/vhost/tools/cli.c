@@ -555,8 +555,12 @@ int vd_parse(int argc, char **argv, vd_config *c)
         case 'p': c->pidfile = optarg; break;
         case 'D': c->daemonize = true; break;
         case 'v': c->verbose = true; break;
-        case 'V': printf(PROG " %s\n", aiol_version_string()); return 1;
-        case 'h': usage(stdout); return 1;
+        case 'V':
+            printf(PROG " %s\n", aiol_version_string());
+            return VD_DONE;
+        case 'h':
+            usage(stdout);
+            return VD_DONE;
         case 'U':
         case 'T':
             fprintf(stderr, PROG ": option '%s%s' is not supported (only "

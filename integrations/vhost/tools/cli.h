@@ -50,8 +50,11 @@ typedef struct vd_config {
     bool verbose;
 } vd_config;
 
+/* vd_parse()'s answer when --help or --version was served: exit 0. */
+#define VD_DONE (-1)
+
 /*
- * Parses argv into @c.  0: go on; 1: done, exit 0 (--help, --version);
+ * Parses argv into @c.  0: go on; VD_DONE: done (--help, --version);
  * else the exit status of a bad command line, after a one-line message on
  * stderr naming the option (1 in qemu-storage-daemon's form, as qsd
  * exits, 2 in the short form).
