@@ -257,7 +257,8 @@ static void parse(aiol_vhost_blk *b, aiol_vhost_vq *vq,
     }
 }
 
-void aiol__vblk_finish(blk_req *r, uint8_t status)
+/* Writes @status, pushes @r's chain, counts it and recycles @r. */
+static void push(blk_req *r, uint8_t status)
 {
     aiol_vhost_blk *b = r->b;
 
@@ -270,11 +271,18 @@ void aiol__vblk_finish(blk_req *r, uint8_t status)
         *r->status_p = status;
         aiol_vhost_vq_push(r->vq, &r->elem, r->written + 1);
     }
+    r->next = b->free_reqs;
+    b->free_reqs = r;
+}
+
+void aiol__vblk_finish(blk_req *r, uint8_t status)
+{
+    aiol_vhost_blk *b = r->b;
+
     /* notify with the rest of its batch */
     b->notify_due |= 1ull << aiol_vhost_vq_index_get(r->vq);
     aiol_bh_schedule(b->notify_bh);
-    r->next = b->free_reqs;
-    b->free_reqs = r;
+    push(r, status);
 }
 
 static void blk_queue(void *opaque, aiol_vhost_vq *vq);
@@ -403,7 +411,7 @@ static void blk_queue(void *opaque, aiol_vhost_vq *vq)
         if (r->op != BLK_OP_NONE) {
             aiol__vblk_io_start(r); /* its completion pushes it */
         } else {
-            aiol__vblk_finish(r, r->status); /* (notified below) */
+            push(r, r->status); /* (notified below) */
         }
     }
     aiol_vhost_vq_notify(vq);

@@ -120,7 +120,9 @@ void aiol__vblk_io_done(blk_req *r, int res);
 /* Runs @r's I/O on the calling thread: 0 or -errno. */
 int aiol__vblk_io_run(blk_req *r);
 
-/* Writes @status, pushes @r's chain, counts it and recycles @r. */
+/* An I/O's end: writes @status, pushes @r's chain, counts it and
+ * recycles @r; a bottom half notifies its queue with the rest of the
+ * batch. */
 void aiol__vblk_finish(blk_req *r, uint8_t status);
 
 /* ------------------------------------------------- engines (0 or -errno) */
