@@ -11,11 +11,8 @@
 # itself.  Exits 77 (skip) outside a git checkout.
 root=${1:-.}
 
-if ! command -v git >/dev/null 2>&1 ||
-   ! git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    echo "process-text: $root is not a git checkout; skipped"
-    exit 77
-fi
+. "$(dirname "$0")/need-git.sh"
+need_git process-text "$root"
 
 doc='BRI''EF'
 num='iss''ue [0-9]'

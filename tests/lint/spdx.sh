@@ -8,11 +8,8 @@
 # have one.  Exits 77 (skip) outside a git checkout.
 root=${1:-.}
 
-if ! command -v git >/dev/null 2>&1 ||
-   ! git -C "$root" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
-    echo "spdx: $root is not a git checkout; skipped"
-    exit 77
-fi
+. "$(dirname "$0")/need-git.sh"
+need_git spdx "$root"
 
 # (assembled, so that reuse does not read this line as a licence tag)
 tag='SPDX-License''-Identifier: '
