@@ -1,14 +1,21 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# guest-fio.sh [--rounds R] [--runtime S] [--json OUT] [WORKDIR]
+# guest-fio.sh [--rounds R] [--runtime S] [--storage shm,disk]
+#              [--disk-dir DIR] [--json OUT] [WORKDIR]
 #
 # fio inside a Linux guest (4 KiB random reads at iodepth 32, O_DIRECT,
-# libaio) on a vhost-user-blk-pci disk, its backend aioloop-vhost-blk
-# (epoll and io_uring) against qemu-storage-daemon (aio=threads and
-# aio=io_uring), the same guest and image in the same run, interleaved,
-# R rounds (default 3), medians.  The guest runs on Debian's
-# qemu-system-x86 7.2 with -accel tcg (this machine's KVM runs no guest),
-# which bounds the absolute numbers: read the ratios.
+# libaio) on one vhost-user-blk-pci disk, and on two at once, served by
+# one backend process: aioloop-vhost-blk against qemu-storage-daemon,
+# both started with qsd's --blockdev/--export command line, each with
+# the engines qsd has for the cache mode (buffered: aio=threads and
+# io_uring; cache.direct=on: native and io_uring).  Storage: "shm", 256
+# MiB images on /dev/shm (the page cache serves every read); "disk", 2
+# GiB images on a real filesystem (--disk-dir, default /var/tmp), the
+# page cache dropped before every run (as root).  The same guest and
+# images in the same run, interleaved, R rounds (default 3), medians.
+# The guest runs on Debian's qemu-system-x86 7.2 with -accel tcg (this
+# machine's KVM runs no guest), which bounds the absolute numbers: read
+# the ratios.
 #
 # fio is Debian's fio source (fetch-source.sh), built static once into
 # WORKDIR/fio-static/fio; the guest is guest-lib.sh's kernel and an
@@ -19,11 +26,13 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../../qemu/guest-lib.sh"
-rounds=3 runtime=10 json=
+rounds=3 runtime=10 json= storage=shm,disk disk_dir=/var/tmp
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) rounds=$2; shift ;;
         --runtime) runtime=$2; shift ;;
+        --storage) storage=$2; shift ;;
+        --disk-dir) disk_dir=$2; shift ;;
         --json) json=$2; shift ;;
         *) guest_arg guest-fio "$1" ;;
     esac
@@ -60,38 +69,65 @@ initrd=$gdir/initrd-fio.cpio.gz
 guest_build_initrd "$initrd" "$here/guest-fio-init.sh" "$fio"
 
 run=$(mktemp -d "$guest_imgdir/guest-fio-XXXXXX")
-img=$run/disk.img
-/usr/bin/python3 -c '
+declare -A imgdir=()
+cleanup() {
+    guest_kill_all
+    [ -z "${imgdir[disk]:-}" ] || rm -rf "${imgdir[disk]}"
+    if [ -n "${KEEP:-}" ]; then echo "guest-fio: kept $run" >&2; else rm -rf "$run"; fi
+}
+trap cleanup EXIT
+
+# make_images DIR MIB: disk0.img and disk1.img of MIB MiB of random
+# bytes in DIR, synced.
+make_images() {
+    /usr/bin/python3 -c '
 import os, sys
 c = os.urandom(1 << 20)
-with open(sys.argv[1], "wb") as f:
-    for _ in range(256):
-        f.write(c)' "$img"
-trap 'guest_kill_all; [ -n "${KEEP:-}" ] && echo "guest-fio: kept $run" >&2 || rm -rf "$run"' EXIT
+for i in range(2):
+    with open("%s/disk%d.img" % (sys.argv[1], i), "wb") as f:
+        for _ in range(int(sys.argv[2])):
+            f.write(c)
+        os.fsync(f.fileno())' "$1" "$2"
+}
 
-# one BACKEND ROUND: boots the guest on BACKEND, leaves fio's JSON in
-# $run/BACKEND.ROUND.json
+# one STORAGE BACKEND DISKS ROUND: boots the guest on BACKEND (who, aio=
+# and ", direct" for O_DIRECT) serving DISKS exports of the images of
+# STORAGE (shm: page cache; disk: the page cache dropped first), and
+# leaves fio's JSON in $run/STORAGE.BACKEND.DISKS.ROUND.json
 one() {
-    local backend=$1 round=$2 sock=$run/vhost.sock bpid tag
-    tag=${backend// /-}.$round
-    rm -f "$sock"
-    case $backend in
-        aioloop*)
-            guest_spawn 300 "$run/$tag.backend.log" "$daemon" \
-                --socket "$sock" --file "$img" --fdmon "${backend#aioloop }" ;;
-        qsd*)
-            guest_spawn 300 "$run/$tag.backend.log" qemu-storage-daemon --blockdev \
-                "driver=file,node-name=f0,filename=$img,aio=${backend#qsd }" \
-                --export "type=vhost-user-blk,id=e0,node-name=f0,addr.type=unix,addr.path=$sock,writable=on" ;;
-    esac
+    local storage=$1 backend=$2 disks=$3 round=$4 bpid tag i who aio direct
+    local dir=${imgdir[$storage]} cmd=() qargs=()
+    tag=$storage.${backend//[ ,]/-}.$disks.$round
+    who=${backend%% *} aio=${backend#* } aio=${aio%%,*}
+    direct=off
+    case $backend in *direct) direct=on ;; esac
+    if [ "$who" = aioloop ]; then
+        cmd=("$daemon" --fdmon "$([ "$aio" = io_uring ] && echo io_uring || echo epoll)")
+    else
+        cmd=(qemu-storage-daemon)
+    fi
+    for ((i = 0; i < disks; i++)); do
+        rm -f "$run/vhost$i.sock"
+        cmd+=(--blockdev "driver=file,node-name=f$i,filename=$dir/disk$i.img,aio=$aio,cache.direct=$direct"
+              --export "type=vhost-user-blk,id=e$i,node-name=f$i,addr.type=unix,addr.path=$run/vhost$i.sock,writable=on,num-queues=1")
+        qargs+=(-chardev "socket,id=vu$i,path=$run/vhost$i.sock"
+                -device "vhost-user-blk-pci,chardev=vu$i,num-queues=1")
+    done
+    if [ "$storage" = disk ]; then
+        sync
+        echo 3 > /proc/sys/vm/drop_caches
+    fi
+    guest_spawn 300 "$run/$tag.backend.log" "${cmd[@]}"
     bpid=$guest_pid
-    guest_until 10 test -S "$sock" ||
-        { echo "guest-fio: $backend did not listen" >&2; cat "$run/$tag.backend.log" >&2; exit 1; }
-    guest_vhost_blk "$sock" 1
+    for ((i = 0; i < disks; i++)); do
+        guest_until 10 test -S "$run/vhost$i.sock" ||
+            { echo "guest-fio: $backend did not listen" >&2; cat "$run/$tag.backend.log" >&2; exit 1; }
+    done
     guest_spawn $((runtime + 120)) "$run/$tag.qemu.log" qemu-system-x86_64 \
-        "${guest_qemu_args[@]}" -smp 2 \
-        -initrd "$initrd" -append "$guest_append fio_runtime=$runtime" \
-        "${guest_vhost_args[@]}" -serial "file:$run/$tag.console"
+        "${guest_qemu_args[@]}" -smp 2 -m 512 \
+        -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
+        -initrd "$initrd" -append "$guest_append fio_runtime=$runtime fio_disks=$disks" \
+        "${qargs[@]}" -serial "file:$run/$tag.console"
     guest_wait "$guest_pid"
     [ "$guest_rc" = 0 ] ||
         { echo "guest-fio: QEMU on $backend failed" >&2; tail "$run/$tag.qemu.log" "$run/$tag.console" >&2; exit 1; }
@@ -99,42 +135,80 @@ one() {
     wait "$bpid" 2>/dev/null || true
     sed -n '/^AIOL-FIO-BEGIN/,/^AIOL-FIO-END/p' "$run/$tag.console" |
         sed '1d;$d' | tr -d '\r' > "$run/$tag.json"
-    echo "guest-fio: round $round, $backend done" >&2
+    echo "guest-fio: $storage, round $round, $backend, $disks disk(s) done" >&2
 }
 
-backends=("aioloop epoll" "aioloop io_uring" "qsd threads" "qsd io_uring")
-for ((r = 1; r <= rounds; r++)); do
-    order=("${backends[@]}")
-    if (( r % 2 == 0 )); then
-        order=("qsd io_uring" "qsd threads" "aioloop io_uring" "aioloop epoll")
-    fi
-    for b in "${order[@]}"; do
-        one "$b" "$r"
+# Each side with the engines qsd has for the cache mode: buffered threads
+# and io_uring, O_DIRECT native and io_uring (ours: io_uring on the
+# loop's ring).
+backends=("aioloop threads" "aioloop io_uring" "aioloop native, direct"
+          "aioloop io_uring, direct" "qsd threads" "qsd io_uring"
+          "qsd native, direct" "qsd io_uring, direct")
+for s in ${storage//,/ }; do
+    case $s in
+        shm) imgdir[shm]=$run; make_images "$run" 256 ;;
+        disk) [ "$(id -u)" = 0 ] ||
+                  { echo "guest-fio: dropping the page cache needs root; --storage shm" >&2; exit 1; }
+              imgdir[disk]=$(mktemp -d "$disk_dir/guest-fio-XXXXXX")
+              make_images "${imgdir[disk]}" 2048 ;;
+        *) echo "guest-fio: --storage takes shm and disk, not $s" >&2; exit 2 ;;
+    esac
+done
+for s in ${storage//,/ }; do
+    for ((r = 1; r <= rounds; r++)); do
+        for disks in 1 2; do
+            order=("${backends[@]}")
+            if (( r % 2 == 0 )); then
+                order=()
+                for ((i = ${#backends[@]} - 1; i >= 0; i--)); do order+=("${backends[i]}"); done
+            fi
+            for b in "${order[@]}"; do
+                one "$s" "$b" "$disks" "$r"
+            done
+        done
     done
 done
 
-/usr/bin/python3 - "$run" "$rounds" "$json" <<'PY'
+/usr/bin/python3 - "$run" "$rounds" "$json" "$storage" "${backends[@]}" <<'PY'
 import json, statistics, sys
-run, rounds, out = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-backends = ["aioloop epoll", "aioloop io_uring", "qsd threads", "qsd io_uring"]
-peer = {"aioloop epoll": "qsd threads", "aioloop io_uring": "qsd io_uring"}
+run, rounds, out, storages = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+backends = sys.argv[5:]
 res = {}
-for b in backends:
-    runs = []
-    for r in range(1, rounds + 1):
-        text = open("%s/%s.%d.json" % (run, b.replace(" ", "-"), r)).read()
-        j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
-        runs.append({"iops": j["iops"],
-                     "p50_us": j["clat_ns"]["percentile"]["50.000000"] / 1000,
-                     "p99_us": j["clat_ns"]["percentile"]["99.000000"] / 1000})
-    res[b] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
-    res[b]["runs"] = runs
-print("| backend | IOPS in the guest | clat p50 (us) | clat p99 (us) | ours / qsd |")
-print("|---|---:|---:|---:|---:|")
-for b in backends:
-    ratio = "%.2f" % (res[b]["iops"] / res[peer[b]]["iops"]) if b in peer else ""
-    print("| %s | %.0f | %.0f | %.0f | %s |" % (b, res[b]["iops"], res[b]["p50_us"],
-                                               res[b]["p99_us"], ratio))
+for s in storages.split(","):
+    res[s] = {}
+    for disks in (1, 2):
+        rows = res[s]["%d disk%s" % (disks, "s" if disks > 1 else "")] = {}
+        for b in backends:
+            runs = []
+            for r in range(1, rounds + 1):
+                tag = "%s.%s.%d.%d" % (s, b.replace(" ", "-").replace(",", "-"), disks, r)
+                text = open("%s/%s.json" % (run, tag)).read()
+                j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
+                runs.append({"iops": j["iops"],
+                             "p50_us": j["clat_ns"]["percentile"]["50.000000"] / 1000,
+                             "p99_us": j["clat_ns"]["percentile"]["99.000000"] / 1000})
+            rows[b] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
+            rows[b]["runs"] = runs
+    where = {"shm": "256 MiB images on /dev/shm", "disk": "2 GiB images on a real filesystem, cold page cache"}[s]
+    print("\n%s (%s):\n" % (s, where))
+    print("| disks | backend | IOPS in the guest | clat p50 (us) | clat p99 (us) | ours / qsd, same engine |")
+    print("|---|---|---:|---:|---:|---:|")
+    for d, rows in res[s].items():
+        for b in backends:
+            q = "qsd" + b[len("aioloop"):] if b.startswith("aioloop") else None
+            ratio = "%.2f" % (rows[b]["iops"] / rows[q]["iops"]) if q else ""
+            print("| %s | %s | %.0f | %.0f | %.0f | %s |" % (d, b, rows[b]["iops"], rows[b]["p50_us"],
+                                                        rows[b]["p99_us"], ratio))
+    print("\n| disks | cache | ours: best | qsd: best | ours / qsd | at or above |")
+    print("|---|---|---|---|---:|---|")
+    for d, rows in res[s].items():
+        for direct in (False, True):
+            def best(who):
+                return max((rows[b]["iops"], b.split(" ", 1)[1].split(",")[0]) for b in backends
+                           if b.startswith(who) and b.endswith("direct") == direct)
+            (o, ob), (t, tb) = best("aioloop"), best("qsd")
+            print("| %s | %s | %.0f (%s) | %.0f (%s) | %.2f | %s |" % (d, "O_DIRECT" if direct else "buffered",
+                  o, ob, t, tb, o / t, "yes" if o >= t else "no"))
 if out:
     json.dump(res, open(out, "w"), indent=1)
 PY
