@@ -71,7 +71,9 @@ static void on_eventfd(void *opaque)
     uint64_t count;
 
     (void)!read(a->efd, &count, sizeof(count));
+    aiol__vblk_batch_begin(a->b);
     reap(a, 0);
+    aiol__vblk_batch_end(a->b);
 }
 
 int aiol__vblk_aio_new(aiol_vhost_blk *b, blk_aio **out)

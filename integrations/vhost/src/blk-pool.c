@@ -89,12 +89,14 @@ static void collect(void *opaque)
     p->done = NULL;
     p->done_tail = &p->done;
     pthread_mutex_unlock(&p->lock);
+    aiol__vblk_batch_begin(p->b);
     while (r != NULL) {
         blk_req *next = r->next;
 
         aiol__vblk_io_done(r, r->res);
         r = next;
     }
+    aiol__vblk_batch_end(p->b);
 }
 
 /* Starts one more worker, all signals blocked in it; 0 or -errno.

@@ -82,7 +82,11 @@ static void reap(blk_ring *g, unsigned wait)
 
 static void on_ring(void *opaque)
 {
-    reap(opaque, 0);
+    blk_ring *g = opaque;
+
+    aiol__vblk_batch_begin(g->b);
+    reap(g, 0);
+    aiol__vblk_batch_end(g->b);
 }
 
 int aiol__vblk_ring_new(aiol_vhost_blk *b, blk_ring **out)

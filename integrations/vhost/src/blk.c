@@ -279,10 +279,28 @@ void aiol__vblk_finish(blk_req *r, uint8_t status)
 {
     aiol_vhost_blk *b = r->b;
 
-    /* notify with the rest of its batch */
+    /* notified with the rest of its batch: when the engine's batch ends,
+       or by the bottom half for completions that come one by one */
     b->notify_due |= 1ull << aiol_vhost_vq_index_get(r->vq);
-    aiol_bh_schedule(b->notify_bh);
+    if (b->batch == 0) {
+        aiol_bh_schedule(b->notify_bh);
+    }
     push(r, status);
+}
+
+void aiol__vblk_batch_begin(aiol_vhost_blk *b)
+{
+    b->batch++;
+}
+
+static void notify_due(void *opaque);
+
+void aiol__vblk_batch_end(aiol_vhost_blk *b)
+{
+    aiol__vhost_check(b->batch > 0, "a completion batch ended twice");
+    if (--b->batch == 0 && (b->notify_due != 0 || b->starved != 0)) {
+        notify_due(b);
+    }
 }
 
 static void blk_queue(void *opaque, aiol_vhost_vq *vq);
@@ -332,7 +350,10 @@ static void drain(void *opaque)
 {
     aiol_vhost_blk *b = opaque;
 
+    b->batch++; /* (what completes is notified below; no queue pops
+                   again meanwhile) */
     aiol__vblk_io_drain(b);
+    b->batch--;
     b->starved = 0; /* (the rings stop, or their memory changes: the
                        frontend kicks again) */
     notify_due(b);

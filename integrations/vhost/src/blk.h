@@ -95,6 +95,8 @@ struct aiol_vhost_blk {
     uint64_t starved;          /* bit i: queue i stopped popping for want
                                   of memory; a completion retries it */
     aiol_bh *notify_bh;        /* notifies what completions pushed */
+    unsigned batch;            /* >0: an engine is completing a batch, and
+                                  notifies at its end; loop's thread */
     uint64_t notify_due;       /* bit i: queue i pushed since it notified */
 };
 
@@ -121,9 +123,15 @@ void aiol__vblk_io_done(blk_req *r, int res);
 int aiol__vblk_io_run(blk_req *r);
 
 /* An I/O's end: writes @status, pushes @r's chain, counts it and
- * recycles @r; a bottom half notifies its queue with the rest of the
- * batch. */
+ * recycles @r.  Its queue is notified with the rest of the batch: at
+ * aiol__vblk_batch_end() inside one, else by a bottom half. */
 void aiol__vblk_finish(blk_req *r, uint8_t status);
+
+/* An engine reaping several completions at once brackets them: the
+ * queues they pushed to are notified once, at the end, in the same loop
+ * iteration (no bottom half runs for them). */
+void aiol__vblk_batch_begin(aiol_vhost_blk *b);
+void aiol__vblk_batch_end(aiol_vhost_blk *b);
 
 /* ------------------------------------------------- engines (0 or -errno) */
 

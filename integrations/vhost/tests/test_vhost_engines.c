@@ -300,6 +300,44 @@ static void test_threads_engine(void **state)
     et_fini(&t);
 }
 
+/* A request on a started device: one poll runs its kick (the I/O goes to
+ * the engine), then one blocking poll must see it completed, pushed and
+ * signalled: the engine's completion batch notifies in the iteration
+ * that reaps it, with no bottom half left for a later one. */
+static void assert_completed_in_one_wakeup(dev *d, aiol_loop *loop)
+{
+    vblk_pending p;
+    uint64_t iters;
+    aiol_loop_stats ls;
+
+    while (aiol_loop_poll(loop, false)) {
+        /* (the set-up's last messages) */
+    }
+    vblk_add(&d->f, 0, VIRTIO_BLK_T_IN, 3, NULL, 4096, true, 1, 16, &p);
+    aiol_loop_poll(loop, false);
+    assert_int_equal(*p.status, 0xAA); /* (vfe_vq_used_pending() pumps) */
+    aiol_loop_stats_get(loop, &ls);
+    iters = ls.iterations;
+    aiol_loop_poll(loop, true);
+    aiol_loop_stats_get(loop, &ls);
+    assert_int_equal(ls.iterations, iters + 1);
+    assert_int_equal(*p.status, VIRTIO_BLK_S_OK);
+    assert_int_equal(vfe_vq_calls(&d->f, 0), 1);
+    assert_int_equal(vfe_vq_used_pending(&d->f, 0), 1);
+}
+
+static void test_threads_completion_one_wakeup(void **state)
+{
+    et t;
+
+    (void)state;
+    et_init(&t);
+    assert_int_equal(dev_start(&t, 0, image_open(&t.d[0], t.dir, 0, 0),
+                               AIOL_VHOST_BLK_AIO_THREADS), 0);
+    assert_completed_in_one_wakeup(&t.d[0], t.loop);
+    et_fini(&t);
+}
+
 /* io_uring on any fd monitor: the loop's ring or the device's own. */
 static void test_io_uring_engine(void **state)
 {
@@ -396,6 +434,21 @@ static void test_native_engine_direct(void **state)
     st = stats(&t.d[0]);
     assert_int_equal(st.on_pool, 1);
     assert_int_equal(st.ioerr, 0);
+    et_fini(&t);
+}
+
+static void test_native_completion_one_wakeup(void **state)
+{
+    const char *dir = direct_dir_or_skip();
+    et t;
+    int fd;
+
+    (void)state;
+    et_init(&t);
+    fd = image_open(&t.d[0], dir, 0, O_DIRECT);
+    assert_true(fd >= 0);
+    assert_int_equal(dev_start(&t, 0, fd, AIOL_VHOST_BLK_AIO_NATIVE), 0);
+    assert_completed_in_one_wakeup(&t.d[0], t.loop);
     et_fini(&t);
 }
 
@@ -587,8 +640,10 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_auto_engine),
         cmocka_unit_test(test_threads_engine),
+        cmocka_unit_test(test_threads_completion_one_wakeup),
         cmocka_unit_test(test_io_uring_engine),
         cmocka_unit_test(test_native_engine_direct),
+        cmocka_unit_test(test_native_completion_one_wakeup),
         cmocka_unit_test(test_write_zeroes_fallback),
         cmocka_unit_test(test_stall_blocks_nobody_else),
         cmocka_unit_test(test_block_device_4k_sectors),
