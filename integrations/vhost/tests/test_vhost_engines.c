@@ -437,17 +437,25 @@ static void test_native_engine_direct(void **state)
     et_fini(&t);
 }
 
-static void test_native_completion_one_wakeup(void **state)
+/* @t with device 0 on Linux AIO, an O_DIRECT image in direct_dir() (the
+ * test is skipped where there is none). */
+static void native_direct_start(et *t)
 {
     const char *dir = direct_dir_or_skip();
-    et t;
     int fd;
 
-    (void)state;
-    et_init(&t);
-    fd = image_open(&t.d[0], dir, 0, O_DIRECT);
+    et_init(t);
+    fd = image_open(&t->d[0], dir, 0, O_DIRECT);
     assert_true(fd >= 0);
-    assert_int_equal(dev_start(&t, 0, fd, AIOL_VHOST_BLK_AIO_NATIVE), 0);
+    assert_int_equal(dev_start(t, 0, fd, AIOL_VHOST_BLK_AIO_NATIVE), 0);
+}
+
+static void test_native_completion_one_wakeup(void **state)
+{
+    et t;
+
+    (void)state;
+    native_direct_start(&t);
     assert_completed_in_one_wakeup(&t.d[0], t.loop);
     et_fini(&t);
 }
@@ -494,17 +502,12 @@ static void assert_zeroed(dev *d, uint64_t base, const uint8_t *w,
  */
 static void test_write_zeroes_fallback(void **state)
 {
-    const char *dir = direct_dir_or_skip();
     aiol_vhost_blk_stats st;
     uint8_t w[64 * 512];
     et t;
-    int fd;
 
     (void)state;
-    et_init(&t);
-    fd = image_open(&t.d[0], dir, 0, O_DIRECT);
-    assert_true(fd >= 0);
-    assert_int_equal(dev_start(&t, 0, fd, AIOL_VHOST_BLK_AIO_NATIVE), 0);
+    native_direct_start(&t);
     vblk_pattern(w, sizeof(w), 11);
     assert_int_equal(areq(&t.d[0], 0, VIRTIO_BLK_T_OUT, 64, w, sizeof(w),
                           4096, 0), VIRTIO_BLK_S_OK);
