@@ -11,7 +11,9 @@
  * poll-shrink rules (see aiol_loop_poll_params_set()).
  *
  * Fairness: the window never runs past the iteration's deadline (a due
- * timer or bottom half ends it), and when polling keeps finding work the
+ * timer or bottom half ends it), a notify from another thread (a bottom
+ * half scheduled there, aiol_loop_notify()) ends it at the next round,
+ * and when polling keeps finding work the
  * fd wait is skipped at most AIOL__POLL_MAX_SKIPS iterations in a row, so
  * fd handlers are never starved.  A handler whose poll callback found no
  * work for AIOL__POLL_IDLE_NS stops being polled (its poll_end runs) until
@@ -199,8 +201,14 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
     end = loop->poll_ns < deadline_ns - now_ns ? now_ns + loop->poll_ns
                                                : deadline_ns;
     for (;;) {
-        enum round_result res = poll_round(loop, ready, now_ns);
+        enum round_result res;
 
+        /* A notify is work the poll callbacks cannot see (relaxed: the
+           iteration's wait and aiol__notify_accept() order the rest). */
+        if (atomic_load_explicit(&loop->notified, memory_order_relaxed)) {
+            return true;
+        }
+        res = poll_round(loop, ready, now_ns);
         if (res == ROUND_WORK) {
             return true;
         }

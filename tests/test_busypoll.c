@@ -41,6 +41,7 @@ typedef struct ph {
     int polls, readies, reads;
     int begins, ends;
     int polls_before_begin; /* poll() calls before the first poll_begin */
+    int notify_at;       /* > 0: the poll() call that notifies the loop */
 } ph;
 
 static bool cb_poll(void *opaque)
@@ -50,6 +51,9 @@ static bool cb_poll(void *opaque)
     h->polls++;
     if (h->begins == 0) {
         h->polls_before_begin++;
+    }
+    if (h->polls == h->notify_at) {
+        aiol_loop_notify(h->loop); /* (as another thread would) */
     }
     return h->always || h->work;
 }
@@ -458,6 +462,32 @@ static void test_busypoll_due_timer_fires(void **state)
     aiol_loop_free(loop);
 }
 
+/*
+ * A notify (a bottom half scheduled from another thread) is work the poll
+ * callbacks cannot see: it ends a wide-open window at the next round
+ * instead of waiting out its 50 ms.
+ */
+static void test_busypoll_notify_ends_window(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    ph a;
+
+    (void)state;
+    ph_add(&a, loop, false);
+    /* (grow x1000: 4 us, 4 ms, then the 50 ms max after a few waits) */
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 1000, 0), 0);
+    open_window(loop);
+    for (int i = 0; i < 3; i++) {
+        wait_timer(loop, LW_US(100));
+    }
+    a.notify_at = a.polls + 3;
+    aiol_loop_poll(loop, true);
+    assert_true(a.polls >= a.notify_at);
+    assert_true(a.polls <= a.notify_at + 2); /* not a 50 ms spin */
+    ph_del(&a);
+    aiol_loop_free(loop);
+}
+
 /* ---------------------------------------------------------- idle out */
 
 static void test_busypoll_idle_handler_stops_being_polled(void **state)
@@ -620,6 +650,7 @@ int main(void)
         cmocka_unit_test(test_busypoll_params_saturate),
         cmocka_unit_test(test_busypoll_never_starves_fds),
         cmocka_unit_test(test_busypoll_due_timer_fires),
+        cmocka_unit_test(test_busypoll_notify_ends_window),
         cmocka_unit_test(test_busypoll_idle_handler_stops_being_polled),
         cmocka_unit_test(test_busypoll_idle_clock_starts_at_first_poll),
         cmocka_unit_test(test_busypoll_disable_calls_poll_end),

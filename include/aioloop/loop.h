@@ -163,8 +163,9 @@ void aiol_loop_notify(aiol_loop *loop);
  * when a wait ended within @p max_ns (multiplied by @p grow; 0 doubles,
  * starting at 4 us) and shrinks when it did not (divided by @p shrink;
  * 0 resets it to 0).  @p max_ns 0 (the default) disables busy polling.
- * Polling never delays a due timer, and at most a few iterations in a row
- * skip checking fds.  A handler whose poll callback finds no work for
+ * Polling never delays a due timer or a notify (aiol_loop_notify(), a
+ * bottom half scheduled from another thread), and at most a few
+ * iterations in a row skip checking fds.  A handler whose poll callback finds no work for
  * 7 ms from its first poll is no longer polled until its fd fires; with
  * no polled handler left, the loop does not spin.  Before any wait that
  * may block (and in aiol_loop_prepare()) the loop ends busy polling: it
