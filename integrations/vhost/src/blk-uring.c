@@ -89,6 +89,18 @@ static void on_ring(void *opaque)
     aiol__vblk_batch_end(g->b);
 }
 
+/* Busy polling: completions on the device's ring. */
+static bool ring_poll(void *opaque)
+{
+    blk_ring *g = opaque;
+
+    return g->inflight > 0 && io_uring_cq_ready(&g->ring) > 0;
+}
+
+static const aiol_fd_ops ring_ops = {
+    .read = on_ring, .poll = ring_poll, .poll_ready = on_ring,
+};
+
 int aiol__vblk_ring_new(aiol_vhost_blk *b, blk_ring **out)
 {
     blk_ring *g = calloc(1, sizeof(*g));
@@ -100,7 +112,7 @@ int aiol__vblk_ring_new(aiol_vhost_blk *b, blk_ring **out)
     g->b = b;
     ret = io_uring_queue_init(RING_ENTRIES, &g->ring, 0);
     if (ret == 0) {
-        ret = aiol_fd_set(b->loop, g->ring.ring_fd, on_ring, NULL, NULL, g);
+        ret = aiol_fd_set_ops(b->loop, g->ring.ring_fd, &ring_ops, g);
         if (ret < 0) {
             io_uring_queue_exit(&g->ring);
         }

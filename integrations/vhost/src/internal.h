@@ -56,6 +56,7 @@ void *aiol__vhost_gpa_chunk(const vu_mem *m, uint64_t gpa, uint64_t *avail);
 #define VRING_DESC_F_WRITE 2u
 #define VRING_DESC_F_INDIRECT 4u
 #define VRING_AVAIL_F_NO_INTERRUPT 1u
+#define VRING_USED_F_NO_NOTIFY 1u  /* used->flags: the device wants no kick */
 
 typedef struct vring_desc {
     uint64_t addr;
@@ -86,6 +87,8 @@ struct aiol_vhost_vq {
     bool pushed;                  /* pushed since the last notify */
     int kick_fd, call_fd, err_fd; /* -1: none */
     bool started, enabled, broken;
+    bool polling;                 /* the loop busy-polls the ring: no kicks
+                                     asked for (vq.c) */
     unsigned inflight;            /* popped, not yet pushed */
     aiol_vhost_vq_stats st;
 };

@@ -27,6 +27,15 @@
  * the load of used_event / avail flags in notify, and between our
  * avail_event store and the re-check of avail->idx in pop (each pairs with
  * the driver's full barrier in the mirror-image sequence).
+ *
+ * Busy polling (aiol_loop_poll_params_set() on the device's loop): the
+ * kick fd's handler also polls avail->idx, so a driver's new request is
+ * seen without a kick.  While the loop polls a ring it asks for no kicks
+ * (VRING_USED_F_NO_NOTIFY, or with event idx no new avail_event); when it
+ * stops it asks again, with a full fence before the loop's last look at
+ * avail->idx (pairing with the driver's full barrier between its
+ * avail->idx store and its flags / avail_event load), so a request
+ * published meanwhile is either seen or kicked.
  */
 #include <errno.h>
 #include <stdatomic.h>
@@ -41,6 +50,19 @@
 
 static void on_kick(void *opaque);
 static bool running(const aiol_vhost_vq *vq);
+static bool kick_poll(void *opaque);
+static void kick_poll_ready(void *opaque);
+static void kick_poll_begin(void *opaque);
+static void kick_poll_end(void *opaque);
+
+/* The kick fd's handler: a kick, or busy polling's look at the ring. */
+static const aiol_fd_ops kick_ops = {
+    .read = on_kick,
+    .poll = kick_poll,
+    .poll_ready = kick_poll_ready,
+    .poll_begin = kick_poll_begin,
+    .poll_end = kick_poll_end,
+};
 
 void aiol__vhost_vq_kick_if_running(aiol_vhost_vq *vq, bool was_running)
 {
@@ -129,7 +151,7 @@ int aiol__vhost_vq_set_kick(aiol_vhost_vq *vq, int fd)
     bool was = running(vq);
 
     if (fd >= 0) {
-        int r = aiol_fd_set(dev->loop, fd, on_kick, NULL, NULL, vq);
+        int r = aiol_fd_set_ops(dev->loop, fd, &kick_ops, vq);
 
         if (r < 0) {
             return r;
@@ -211,6 +233,65 @@ static void on_kick(void *opaque)
     if (running(vq)) {
         dev->ops.queue(dev->opaque, vq);
     }
+}
+
+static bool has(const aiol_vhost_vq *vq, unsigned bit);
+
+/* Busy polling: a request the driver published, kicked or not. */
+static bool kick_poll(void *opaque)
+{
+    aiol_vhost_vq *vq = opaque;
+
+    /* Acquire: as pop's load of avail->idx. */
+    return running(vq) && !vq->broken &&
+           __atomic_load_n(&vq->avail[1], __ATOMIC_ACQUIRE) != vq->last_avail;
+}
+
+static void kick_poll_ready(void *opaque)
+{
+    aiol_vhost_vq *vq = opaque;
+
+    if (running(vq)) {
+        vq->dev->ops.queue(vq->dev->opaque, vq);
+    }
+}
+
+/* used->flags, which only the device writes. */
+static void used_flags_set(aiol_vhost_vq *vq, uint16_t flags)
+{
+    __atomic_store_n(&vq->used[0], flags, __ATOMIC_RELAXED);
+}
+
+/* The loop polls this ring: the driver need not kick. */
+static void kick_poll_begin(void *opaque)
+{
+    aiol_vhost_vq *vq = opaque;
+
+    vq->polling = true;
+    if (vq->addr_set && !has(vq, AIOL_VHOST_F_RING_EVENT_IDX)) {
+        used_flags_set(vq, VRING_USED_F_NO_NOTIFY);
+    }
+}
+
+/* The loop stops polling: kicks are wanted again; the loop looks at the
+ * ring once more after this (kick_poll). */
+static void kick_poll_end(void *opaque)
+{
+    aiol_vhost_vq *vq = opaque;
+
+    vq->polling = false;
+    if (!vq->addr_set) {
+        return;
+    }
+    if (has(vq, AIOL_VHOST_F_RING_EVENT_IDX)) {
+        __atomic_store_n(&vq->used[2 + 4 * vq->num], vq->last_avail,
+                         __ATOMIC_RELAXED);
+    } else {
+        used_flags_set(vq, 0);
+    }
+    /* Pairs with the driver's full barrier between its avail->idx store
+     * and its load of used->flags / avail_event (virtio 1.x, 2.7.10). */
+    atomic_thread_fence(memory_order_seq_cst);
 }
 
 static int broken(aiol_vhost_vq *vq, const char *why)
@@ -337,7 +418,7 @@ int aiol_vhost_vq_pop(aiol_vhost_vq *vq, aiol_vhost_elem *e)
     /* Acquire: pairs with the driver's write barrier between filling the
      * ring entry and publishing avail->idx (virtio 1.x, 2.7.13). */
     avail_idx = __atomic_load_n(&vq->avail[1], __ATOMIC_ACQUIRE);
-    if (avail_idx == vq->last_avail && eidx) {
+    if (avail_idx == vq->last_avail && eidx && !vq->polling) {
         /* Ask for a kick at the next entry, then look again.  The full
          * fence orders our avail_event store before the re-read of
          * avail->idx; it pairs with the driver's full barrier between its
@@ -361,7 +442,7 @@ int aiol_vhost_vq_pop(aiol_vhost_vq *vq, aiol_vhost_elem *e)
         return r;
     }
     vq->last_avail++;
-    if (eidx) {
+    if (eidx && !vq->polling) { /* (polled: no kick wanted) */
         __atomic_store_n(&vq->used[2 + 4 * vq->num], vq->last_avail,
                          __ATOMIC_RELAXED);
     }

@@ -262,6 +262,113 @@ static void test_call_signalled_when_set(void **state)
     assert_int_equal(f->vq[1].call_on_set, 0);
 }
 
+/* ------------------------------------------------------ busy polling */
+
+static void cb_count(void *opaque)
+{
+    (*(int *)opaque)++;
+}
+
+/* One blocking poll that ends by @ns from now at the latest. */
+static void poll_within(aiol_loop *loop, int64_t ns)
+{
+    aiol_clock *c = aiol_loop_clock_get(loop);
+    aiol_timer *tm;
+    int fired = 0;
+
+    assert_int_equal(aiol_timer_new(c, cb_count, &fired, &tm), 0);
+    assert_int_equal(aiol_timer_mod(tm, aiol_clock_time_get(c) + ns), 0);
+    aiol_loop_poll(loop, true);
+    aiol_timer_free(tm);
+}
+
+/* Busy polling on, its window wide open (short waits grow it x1000 up
+ * to 50 ms), the rings polled. */
+static void open_poll_window(aiol_loop *loop)
+{
+    assert_int_equal(aiol_loop_poll_params_set(loop, 50000000, 1000, 0), 0);
+    for (int i = 0; i < 6; i++) {
+        poll_within(loop, 100000);
+    }
+}
+
+/* A toy request published but not kicked; returns its head. */
+static uint16_t add_unkicked(vfe *f, unsigned q)
+{
+    uint64_t a = vfe_alloc(f, 1, 16, 1), w = vfe_alloc(f, 0, 64, 1);
+    vfe_buf bufs[2] = { { a, 16, false }, { w, 64, true } };
+
+    memset(vfe_gpa(f, a), 7, 16);
+    return vfe_vq_add(f, q, bufs, 2, false);
+}
+
+/* used->flags as the driver reads them. */
+static uint16_t used_flags(vfe *f, unsigned q)
+{
+    return __atomic_load_n((uint16_t *)f->vq[q].used, __ATOMIC_ACQUIRE);
+}
+
+/*
+ * With busy polling the loop sees a published request without a kick:
+ * while it polls a ring it asks for none (VRING_USED_F_NO_NOTIFY, or
+ * with event idx an avail_event left where it was), and when polling
+ * stops it asks again.
+ */
+static void busy_poll_serves_unkicked(fx *t, bool event_idx)
+{
+    vfe *f = &t->f;
+    aiol_vhost_vq_stats st0, st;
+    uint16_t event0;
+    int handled;
+
+    assert_int_equal(fx_session(t, event_idx ? FX_ALL_FEATURES
+                                             : FX_NO_EVENT_IDX,
+                                FX_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
+    event0 = vfe_vq_avail_event(f, 0);
+    open_poll_window(t->loop);
+    assert_int_equal(used_flags(f, 0), 0); /* (the loop slept: kicks on) */
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 0), &st0);
+    handled = t->toy.handled;
+    for (int i = 0; i < 3; i++) {
+        uint16_t head = add_unkicked(f, 0);
+        uint32_t id, len;
+
+        poll_within(t->loop, 20000000);
+        assert_int_equal(t->toy.handled, handled + i + 1);
+        /* found by polling, the loop did not sleep: still polling */
+        assert_int_equal(used_flags(f, 0), event_idx ? 0 : 1);
+        assert_int_equal(vfe_vq_wait_used(f, 0, &id, &len), 0);
+        assert_int_equal(id, head);
+    }
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 0), &st);
+    assert_int_equal(st.kicks, st0.kicks);
+    assert_int_equal(st.popped, st0.popped + 3);
+    if (event_idx) {
+        assert_int_equal(vfe_vq_avail_event(f, 0), event0);
+    }
+    /* polling off: kicks are asked for again, and served */
+    assert_int_equal(aiol_loop_poll_params_set(t->loop, 0, 0, 0), 0);
+    aiol_loop_poll(t->loop, false);
+    assert_int_equal(used_flags(f, 0), 0);
+    if (event_idx) {
+        assert_int_equal(vfe_vq_avail_event(f, 0), (uint16_t)(event0 + 3));
+    }
+    assert_int_equal(fx_request(t, 0, false), 0);
+    aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(t->dev, 0), &st);
+    assert_int_equal(st.kicks, st0.kicks + 1);
+}
+
+static void test_busy_poll_no_event_idx(void **state)
+{
+    busy_poll_serves_unkicked(*state, false);
+}
+
+static void test_busy_poll_event_idx(void **state)
+{
+    busy_poll_serves_unkicked(*state, true);
+}
+
 /* A queue whose call fd is "none" belongs to a driver that polls: it is
  * never signalled, and the due signals are counted as skipped. */
 static void test_call_nofd(void **state)
@@ -461,6 +568,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_reply_ack, setup, teardown),
         cmocka_unit_test_setup_teardown(test_config, setup, teardown),
         cmocka_unit_test_setup_teardown(test_call_signalled_when_set, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_busy_poll_no_event_idx, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_busy_poll_event_idx, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_direct_two_regions, setup,
                                         teardown),

@@ -305,7 +305,11 @@ int main(int argc, char **argv)
             strerror(-r));
         return setup_fail;
     }
-    r = aiol_fd_set(d.loop, d.sigfd, on_signal, NULL, NULL, &d);
+    /* (QEMU's iothread poll-max-ns; grow and shrink as its defaults) */
+    r = aiol_loop_poll_params_set(d.loop, (int64_t)c->poll_max_ns, 0, 0);
+    if (r == 0) {
+        r = aiol_fd_set(d.loop, d.sigfd, on_signal, NULL, NULL, &d);
+    }
     for (unsigned i = 0; r == 0 && i < c->nexports; i++) {
         r = start_export(&d, &c->exports[i]);
     }

@@ -410,6 +410,8 @@ static void usage(FILE *to)
 "\n"
 "Both forms:\n"
 "  -m, --fdmon NAME       the loop's fd monitor: epoll, io_uring or poll\n"
+"  -P, --poll-max-ns NS   busy-poll the rings and completions for up to NS\n"
+"                         ns before sleeping, adaptively (default 0: off)\n"
 "  -x, --exit-on-disconnect  exit once every export's frontend has gone\n"
 "                         (default: keep listening, as qsd does)\n"
 "  -p, --pidfile PATH     write the daemon's pid to PATH (removed at exit)\n"
@@ -491,6 +493,7 @@ int vd_parse(int argc, char **argv, vd_config *c)
         { "aio", required_argument, NULL, 'a' },
         { "direct", no_argument, NULL, 'd' },
         { "fdmon", required_argument, NULL, 'm' },
+        { "poll-max-ns", required_argument, NULL, 'P' },
         { "exit-on-disconnect", no_argument, NULL, 'x' },
         { "pidfile", required_argument, NULL, 'p' },
         { "daemonize", no_argument, NULL, 'D' },
@@ -511,7 +514,7 @@ int vd_parse(int argc, char **argv, vd_config *c)
 
     memset(c, 0, sizeof(*c));
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "s:F:f:q:ri:a:dm:xp:DvVhT:", longopts,
+    while ((ch = getopt_long(argc, argv, "s:F:f:q:ri:a:dm:P:xp:DvVhT:", longopts,
                              &idx)) != -1) {
         switch (ch) {
         case 'B':
@@ -551,6 +554,13 @@ int vd_parse(int argc, char **argv, vd_config *c)
             break;
         case 'd': s.direct = true; break;
         case 'm': c->fdmon = optarg; break;
+        case 'P':
+            if (!parse_uint(optarg, 0, 1000000000u, &c->poll_max_ns)) {
+                fprintf(stderr, PROG ": --poll-max-ns wants 0..1000000000, "
+                                "not '%s'\n", optarg);
+                return c->qsd_form ? 1 : 2;
+            }
+            break;
         case 'x': c->exit_on_disconnect = true; break;
         case 'p': c->pidfile = optarg; break;
         case 'D': c->daemonize = true; break;

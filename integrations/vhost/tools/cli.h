@@ -44,6 +44,7 @@ typedef struct vd_config {
     unsigned nexports;
     bool qsd_form;             /* --blockdev/--export seen: errors exit 1 */
     const char *fdmon;
+    unsigned poll_max_ns;    /* busy polling's longest window; 0: off */
     const char *pidfile;
     bool daemonize;
     bool exit_on_disconnect;
