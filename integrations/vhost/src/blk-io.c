@@ -16,6 +16,13 @@
  * needs goes to the buffered descriptor of the same file; one whose guest
  * buffers are not aligned goes through an aligned bounce buffer.
  *
+ * The page cache first: on the threads engine a buffered read or write is
+ * tried on the loop's thread with RWF_NOWAIT, which never blocks (the
+ * kernel answers EAGAIN instead of waiting for the disk, a lock or
+ * memory), and only what that does not finish goes to a worker.  A hit
+ * costs one syscall instead of two thread hand-offs; a run of misses (a
+ * cold cache) stops the tries for a while.
+ *
  * A short read or write is continued from where it stopped, on the same
  * engine; no request is ever lost or left half done.
  */
@@ -254,6 +261,48 @@ static void direct_plan(blk_req *r)
     b->st.bounced++;
 }
 
+/* Misses in a row after which the page cache is not tried for a while,
+ * and for how many requests. */
+#define NOWAIT_MISSES 64u
+#define NOWAIT_PAUSE 256u
+
+/* Tries @r (a buffered read or write) on the page cache, without
+ * blocking; true when that finished it. */
+static bool try_nowait(blk_req *r)
+{
+    aiol_vhost_blk *b = r->b;
+    bool write = r->op == BLK_OP_WRITE;
+    ssize_t got;
+
+    if (b->nowait_pause > 0) {
+        b->nowait_pause--;
+        return false;
+    }
+    if (write && !b->nowait_writes) {
+        return false;
+    }
+    got = write ? pwritev2(r->fd, r->io, r->nio, (off_t)r->off, RWF_NOWAIT)
+                : preadv2(r->fd, r->io, r->nio, (off_t)r->off, RWF_NOWAIT);
+    if (got < 0 && errno == EOPNOTSUPP && write) {
+        b->nowait_writes = false; /* (the file system has no such writes) */
+    }
+    if (got <= 0) {
+        if (++b->nowait_misses >= NOWAIT_MISSES) {
+            b->nowait_misses = 0;
+            b->nowait_pause = NOWAIT_PAUSE;
+        }
+        return false; /* (an error too: the worker meets it again) */
+    }
+    b->nowait_misses = 0;
+    b->st.nowait++;
+    if ((uint64_t)got == r->len) {
+        end(r, 0);
+        return true;
+    }
+    advance(r, (uint64_t)got); /* the rest is not in the cache */
+    return false;
+}
+
 void aiol__vblk_io_start(blk_req *r)
 {
     aiol_vhost_blk *b = r->b;
@@ -271,6 +320,11 @@ void aiol__vblk_io_start(blk_req *r)
     if (b->fd_buffered >= 0 &&
         (r->op == BLK_OP_READ || r->op == BLK_OP_WRITE)) {
         direct_plan(r);
+    }
+    if (b->aio == AIOL_VHOST_BLK_AIO_THREADS &&
+        (r->op == BLK_OP_READ || r->op == BLK_OP_WRITE) &&
+        (b->fd_buffered < 0 || r->fd == b->fd_buffered) && try_nowait(r)) {
+        return;
     }
     submit(r);
 }

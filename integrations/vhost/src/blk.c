@@ -506,6 +506,7 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
     b->read_only = opts->read_only;
     b->num_queues = opts->num_queues;
     b->max_workers = opts->max_workers;
+    b->nowait_writes = true;
     {
         const char *id = opts->serial != NULL ? opts->serial : "aioloop";
 

@@ -97,6 +97,9 @@ struct aiol_vhost_blk {
     aiol_bh *notify_bh;        /* notifies what completions pushed */
     unsigned batch;            /* >0: an engine is completing a batch, and
                                   notifies at its end; loop's thread */
+    bool nowait_writes;        /* pwritev2(RWF_NOWAIT) may work here */
+    unsigned nowait_misses;    /* page-cache tries missed in a row */
+    unsigned nowait_pause;     /* requests left before the next try */
     uint64_t notify_due;       /* bit i: queue i pushed since it notified */
 };
 

@@ -11,8 +11,9 @@
  *
  * The stall: this executable wraps preadv (link-time, -Wl,--wrap), and a
  * read of the gated file at the gated offset waits until the test opens
- * the gate, as a read from a slow disk would.  It also wraps fallocate,
- * to refuse it as a file system without it would.
+ * the gate, as a read from a slow disk would (and the page cache has not
+ * got it: preadv2 with RWF_NOWAIT misses there).  It also wraps
+ * fallocate, to refuse it as a file system without it would.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -23,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -60,6 +62,34 @@ ssize_t __wrap_preadv64(int fd, const struct iovec *iov, int n, off_t off)
     }
     pthread_mutex_unlock(&gate_lock);
     return __real_preadv64(fd, iov, n, off);
+}
+
+/* The page cache's answer to a read without blocking (RWF_NOWAIT): at
+ * the gate a miss, as a slow disk's block would be; with nowait_refused
+ * always a miss.  Counts the tries. */
+static int nowait_refused; /* (atomic) */
+static int nowait_tries;   /* (atomic) */
+
+ssize_t __real_preadv64v2(int fd, const struct iovec *iov, int n, off_t off,
+                          int flags);
+ssize_t __wrap_preadv64v2(int fd, const struct iovec *iov, int n, off_t off,
+                          int flags);
+
+ssize_t __wrap_preadv64v2(int fd, const struct iovec *iov, int n, off_t off,
+                          int flags)
+{
+    bool gated;
+
+    __atomic_fetch_add(&nowait_tries, 1, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&gate_lock);
+    gated = fd == gate_fd && off == gate_off;
+    pthread_mutex_unlock(&gate_lock);
+    if ((flags & RWF_NOWAIT) &&
+        (gated || __atomic_load_n(&nowait_refused, __ATOMIC_RELAXED))) {
+        errno = EAGAIN;
+        return -1;
+    }
+    return __real_preadv64v2(fd, iov, n, off, flags);
 }
 
 static void gate_close(int fd, off_t off)
@@ -275,7 +305,8 @@ static void test_auto_engine(void **state)
     round_trip(&t.d[0], 1, 8, 4096, 4096, 0, 1);
     st = stats(&t.d[0]);
     assert_int_equal(st.on_ring, loop_on_uring(&t) ? 2 : 0);
-    assert_int_equal(st.on_pool, loop_on_uring(&t) ? 0 : 2);
+    /* (threads: the page cache may have served some on the loop) */
+    assert_int_equal(st.on_pool + st.nowait, loop_on_uring(&t) ? 0 : 2);
     et_fini(&t);
 }
 
@@ -295,7 +326,9 @@ static void test_threads_engine(void **state)
     assert_int_equal(vblk_req(&t.d[0].f, 0, VIRTIO_BLK_T_FLUSH, 0, NULL, 0,
                               false, 1, 16, &used), VIRTIO_BLK_S_OK);
     st = stats(&t.d[0]);
-    assert_int_equal(st.on_pool, 2 * NQ + 1);
+    /* (each read follows its write: the page cache has it) */
+    assert_true(st.nowait >= NQ);
+    assert_int_equal(st.on_pool + st.nowait, 2 * NQ + 1);
     assert_int_equal(st.on_ring + st.on_aio + st.bounced + st.buffered, 0);
     et_fini(&t);
 }
@@ -334,7 +367,9 @@ static void test_threads_completion_one_wakeup(void **state)
     et_init(&t);
     assert_int_equal(dev_start(&t, 0, image_open(&t.d[0], t.dir, 0, 0),
                                AIOL_VHOST_BLK_AIO_THREADS), 0);
+    __atomic_store_n(&nowait_refused, 1, __ATOMIC_RELAXED); /* a worker's */
     assert_completed_in_one_wakeup(&t.d[0], t.loop);
+    __atomic_store_n(&nowait_refused, 0, __ATOMIC_RELAXED);
     et_fini(&t);
 }
 
@@ -396,6 +431,85 @@ static const char *direct_dir_or_skip(void)
         skip();
     }
     return dir;
+}
+
+/* Drops the page of @fd at @off from the page cache (POSIX_FADV_DONTNEED
+ * is advisory: until mincore() says it is gone). */
+static void drop_cached(int fd, off_t off)
+{
+    long pg = sysconf(_SC_PAGESIZE);
+    off_t at = off - off % pg;
+    unsigned char in = 1;
+    void *m = mmap(NULL, (size_t)pg, PROT_READ, MAP_SHARED, fd, at);
+
+    assert_true(m != MAP_FAILED);
+    for (int i = 0; i < 1000 && (in & 1); i++) {
+        assert_int_equal(posix_fadvise(fd, at, pg, POSIX_FADV_DONTNEED), 0);
+        assert_int_equal(mincore(m, (size_t)pg, &in), 0);
+        if (in & 1) {
+            usleep(1000);
+        }
+    }
+    munmap(m, (size_t)pg);
+    assert_false(in & 1);
+}
+
+/*
+ * The threads engine's page-cache path, on a real file system: a read of
+ * cached data is served on the loop's thread (RWF_NOWAIT), one of data
+ * dropped from the cache goes to a worker; after 64 misses in a row the
+ * page cache is not tried for the next 256 requests.
+ */
+static void test_threads_page_cache_first(void **state)
+{
+    const char *dir = direct_dir_or_skip();
+    aiol_vhost_blk_stats st;
+    uint8_t w[4096], r[4096];
+    int tries = 0;
+    et t;
+
+    (void)state;
+    et_init(&t);
+    assert_int_equal(dev_start(&t, 0, image_open(&t.d[0], dir, 0, 0),
+                               AIOL_VHOST_BLK_AIO_THREADS), 0);
+    vblk_pattern(w, sizeof(w), 12);
+    assert_int_equal(areq(&t.d[0], 0, VIRTIO_BLK_T_OUT, 40, w, 4096, 8, 0),
+                     VIRTIO_BLK_S_OK);
+    assert_int_equal(fdatasync(t.d[0].fd), 0);
+    st = stats(&t.d[0]);
+    assert_int_equal(areq(&t.d[0], 0, VIRTIO_BLK_T_IN, 40, r, 4096, 8, 0),
+                     VIRTIO_BLK_S_OK);                    /* cached */
+    assert_memory_equal(r, w, 4096);
+    assert_int_equal(stats(&t.d[0]).nowait, st.nowait + 1);
+    assert_int_equal(stats(&t.d[0]).on_pool, st.on_pool);
+    drop_cached(t.d[0].fd, 40 * 512);
+    memset(r, 0, sizeof(r));
+    assert_int_equal(areq(&t.d[0], 1, VIRTIO_BLK_T_IN, 40, r, 4096, 8, 0),
+                     VIRTIO_BLK_S_OK);                    /* from the disk */
+    assert_memory_equal(r, w, 4096);
+    assert_int_equal(stats(&t.d[0]).nowait, st.nowait + 1);
+    assert_int_equal(stats(&t.d[0]).on_pool, st.on_pool + 1);
+    assert_int_equal(areq(&t.d[0], 1, VIRTIO_BLK_T_IN, 40, r, 4096, 8, 0),
+                     VIRTIO_BLK_S_OK);        /* cached again: a hit */
+    assert_int_equal(stats(&t.d[0]).nowait, st.nowait + 2);
+
+    /* a cold cache: 64 misses, then 256 requests without a try */
+    __atomic_store_n(&nowait_refused, 1, __ATOMIC_RELAXED);
+    for (int i = 0; i < 64 + 256 + 1; i++) {
+        if (i == 64) {
+            tries = __atomic_load_n(&nowait_tries, __ATOMIC_RELAXED);
+        }
+        assert_int_equal(areq(&t.d[0], 0, VIRTIO_BLK_T_IN, i % 64, r, 512,
+                              8, 0), VIRTIO_BLK_S_OK);
+        if (i == 64 + 255) {
+            assert_int_equal(__atomic_load_n(&nowait_tries,
+                                             __ATOMIC_RELAXED), tries);
+        }
+    }
+    assert_int_equal(__atomic_load_n(&nowait_tries, __ATOMIC_RELAXED),
+                     tries + 1);                          /* tried again */
+    __atomic_store_n(&nowait_refused, 0, __ATOMIC_RELAXED);
+    et_fini(&t);
 }
 
 /* Linux AIO on O_DIRECT: aligned buffers go straight to the disk, others
@@ -644,6 +758,7 @@ int main(void)
         cmocka_unit_test(test_auto_engine),
         cmocka_unit_test(test_threads_engine),
         cmocka_unit_test(test_threads_completion_one_wakeup),
+        cmocka_unit_test(test_threads_page_cache_first),
         cmocka_unit_test(test_io_uring_engine),
         cmocka_unit_test(test_native_engine_direct),
         cmocka_unit_test(test_native_completion_one_wakeup),

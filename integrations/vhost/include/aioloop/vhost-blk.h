@@ -51,7 +51,9 @@ typedef enum aiol_vhost_blk_aio {
         native for an O_DIRECT image, threads for a buffered one */
     AIOL_VHOST_BLK_AIO_AUTO,
     /** a pool of worker threads running preadv(), pwritev(),
-        fdatasync() and fallocate() (aio=threads) */
+        fdatasync() and fallocate() (aio=threads); a buffered read or
+        write the page cache can serve without blocking (RWF_NOWAIT) is
+        served on the loop's thread instead */
     AIOL_VHOST_BLK_AIO_THREADS,
     /** Linux AIO (io_submit(), completions through an eventfd on the
         loop); flushes, discards and write zeroes go to the worker pool.  Needs an
@@ -91,6 +93,9 @@ typedef struct aiol_vhost_blk_stats {
     uint64_t buffered;  /**< O_DIRECT I/Os on the buffered descriptor
                              (offset or length not aligned) */
     uint64_t write_zeroes; /**< write-zeroes requests served */
+    uint64_t nowait;    /**< reads and writes the page cache served on the
+                             loop's thread without blocking (RWF_NOWAIT;
+                             the threads engine, buffered) */
 } aiol_vhost_blk_stats;
 
 /**
