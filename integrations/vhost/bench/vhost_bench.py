@@ -20,8 +20,10 @@ writes at depth 32, random reads over 4 queues at depth 32, and random
 reads at depth 32 on each of two exports of one process at once (two
 images, a bench-vhost on each; IOPS summed).  Backends: ours with each
 I/O engine (aio=threads and native on epoll, io_uring on the loop's
-ring) against qemu-storage-daemon with the same aio= and the same cache
-mode, both started with qsd's --blockdev/--export command line.  Every round runs every backend once per workload,
+ring), each also with busy polling (--poll-max-ns, default 32768 as
+QEMU's iothreads; 0: not run), against qemu-storage-daemon with the
+same aio= and the same cache mode, both started with qsd's
+--blockdev/--export command line.  Every round runs every backend once per workload,
 interleaved; the table gives the medians and ours/qsd ratios.  Every
 process runs under timeout and is killed by its PID.
 """
@@ -52,19 +54,32 @@ MAX_EXPORTS = max(w[3] for w in WORKLOADS)
 ENGINES = ["threads", "native", "io_uring"]
 
 
-def backends(direct):
+def parse(name):
+    """(who, aio, direct, polled) of a backend's name."""
+    who, rest = name.split(" ", 1)
+    parts = rest.split(", ")
+    return who, parts[0], "direct" in parts, "poll" in parts
+
+
+def backends(direct, poll_ns):
     out = []
     for who in ("aioloop", "qsd"):
         for aio in ENGINES:
             if aio == "native" and not direct:
                 continue
-            out.append("%s %s%s" % (who, aio, ", direct" if direct else ""))
+            name = "%s %s%s" % (who, aio, ", direct" if direct else "")
+            out.append(name)
+            if who == "aioloop" and poll_ns > 0:
+                out.append(name + ", poll")
     return out
 
 
 def peer(name):
-    return "qsd" + name[len("aioloop"):] if name.startswith("aioloop") \
-        else None
+    """qsd with the same engine and cache mode, for one of ours."""
+    who, aio, direct, _ = parse(name)
+    if who != "aioloop":
+        return None
+    return "qsd %s%s" % (aio, ", direct" if direct else "")
 
 
 def wait_socket(path, proc, what, timeout=10):
@@ -77,12 +92,11 @@ def wait_socket(path, proc, what, timeout=10):
 
 def start_backend(name, args, socks, imgs, queues):
     """One process serving an export on each of @socks, image @imgs[i]."""
-    who, rest = name.split(" ", 1)
-    aio = rest.split(",")[0]
-    direct = rest.endswith("direct")
+    who, aio, direct, polled = parse(name)
     if who == "aioloop":
         cmd = [args.daemon, "--fdmon",
                "io_uring" if aio == "io_uring" else "epoll"]
+        cmd += ["--poll-max-ns", str(args.poll_max_ns)] if polled else []
     else:
         cmd = [shutil.which("qemu-storage-daemon")]
     for i, (sock, img) in enumerate(zip(socks, imgs)):
@@ -167,7 +181,8 @@ def run_storage(args, storage):
     tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir=where)
     imgs = [os.path.join(tmp, "disk%d.img" % i) for i in range(MAX_EXPORTS)]
     size = SIZES[storage]
-    names = backends(False) + backends(True)
+    names = backends(False, args.poll_max_ns) + \
+        backends(True, args.poll_max_ns)
     res = {w[0]: {b: [] for b in names} for w in WORKLOADS}
     try:
         for img in imgs:
@@ -194,6 +209,7 @@ def main():
     ap.add_argument("--seconds", type=float, default=2)
     ap.add_argument("--storage", default="shm,disk")
     ap.add_argument("--disk-dir", default="/var/tmp")
+    ap.add_argument("--poll-max-ns", type=int, default=32768)
     ap.add_argument("--json")
     args = ap.parse_args()
     if shutil.which("qemu-storage-daemon") is None:
@@ -242,15 +258,17 @@ def main():
             rows = summary[storage][name]
             for direct in (False, True):
                 def best(who):
-                    got = [(r["iops"], b) for b, r in rows.items()
-                           if b.startswith(who) and
-                           b.endswith("direct") == direct]
-                    return max(got)
+                    return max((r["iops"], b) for b, r in rows.items()
+                               if parse(b)[0] == who and
+                               parse(b)[2] == direct)
+
+                def engine(b):
+                    _, aio, _, polled = parse(b)
+                    return aio + (", polled" if polled else "")
                 (ours, ob), (theirs, tb) = best("aioloop"), best("qsd")
                 print("| %s | %s | %.1f (%s) | %.1f (%s) | %.2f | %s |"
                       % (name, "O_DIRECT" if direct else "buffered",
-                         ours / 1000, ob.split(" ", 1)[1].split(",")[0],
-                         theirs / 1000, tb.split(" ", 1)[1].split(",")[0],
+                         ours / 1000, engine(ob), theirs / 1000, engine(tb),
                          ours / theirs, "yes" if ours >= theirs else "no"))
     if args.json:
         with open(args.json, "w") as f:
