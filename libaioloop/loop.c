@@ -338,5 +338,14 @@ void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out)
 {
     aiol__check(loop != NULL, "loop is NULL");
     aiol__check(out != NULL, "out is NULL");
-    *out = loop->stats;
+    /* Every field is the polling thread's but notify_kicks, which any
+     * notifying thread increments: read atomically, the rest copied. */
+    const size_t at = offsetof(aiol_loop_stats, notify_kicks);
+    const size_t end = at + sizeof(out->notify_kicks);
+
+    memcpy(out, &loop->stats, at);
+    out->notify_kicks = __atomic_load_n(&loop->stats.notify_kicks,
+                                        __ATOMIC_RELAXED);
+    memcpy((char *)out + end, (const char *)&loop->stats + end,
+           sizeof(*out) - end);
 }
