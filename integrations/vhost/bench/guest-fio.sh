@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # guest-fio.sh [--rounds R] [--runtime S] [--storage shm,disk]
-#              [--disk-dir DIR] [--json OUT] [WORKDIR]
+#              [--disks "1 2"] [--disk-dir DIR] [--json OUT] [WORKDIR]
 #
 # fio inside a Linux guest (4 KiB random reads at iodepth 32, O_DIRECT,
 # libaio) on one vhost-user-blk-pci disk, and on two at once, served by
@@ -12,7 +12,9 @@
 # MiB images on /dev/shm (the page cache serves every read); "disk", 2
 # GiB images on a real filesystem (--disk-dir, default /var/tmp), the
 # page cache dropped before every run (as root).  The same guest and
-# images in the same run, interleaved, R rounds (default 3), medians.
+# images in the same run, interleaved, R rounds (default 3), medians;
+# with each, the backend's CPU time (user + system, all its threads) per
+# I/O, over fio's ramp and run (2 s + S of I/O at the measured rate).
 # The guest runs on Debian's qemu-system-x86 7.2 with -accel tcg (this
 # machine's KVM runs no guest), which bounds the absolute numbers: read
 # the ratios.
@@ -26,12 +28,13 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../../qemu/guest-lib.sh"
-rounds=3 runtime=10 json= storage=shm,disk disk_dir=/var/tmp
+rounds=3 runtime=10 json= storage=shm,disk disk_dir=/var/tmp ndisks="1 2"
 while [ $# -gt 0 ]; do
     case $1 in
         --rounds) rounds=$2; shift ;;
         --runtime) runtime=$2; shift ;;
         --storage) storage=$2; shift ;;
+        --disks) ndisks=$2; shift ;;
         --disk-dir) disk_dir=$2; shift ;;
         --json) json=$2; shift ;;
         *) guest_arg guest-fio "$1" ;;
@@ -128,7 +131,11 @@ one() {
         -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
         -initrd "$initrd" -append "$guest_append fio_runtime=$runtime fio_disks=$disks" \
         "${qargs[@]}" -serial "file:$run/$tag.console"
-    guest_wait "$guest_pid"
+    # (the backend's CPU time, read before it exits: fields 14 and 15)
+    local qpid=$guest_pid dpid
+    dpid=$(pgrep -P "$bpid" | head -1)
+    guest_wait "$qpid"
+    cut -d')' -f2 "/proc/$dpid/stat" | awk '{print $12 + $13}' > "$run/$tag.cpu"
     [ "$guest_rc" = 0 ] ||
         { echo "guest-fio: QEMU on $backend failed" >&2; tail "$run/$tag.qemu.log" "$run/$tag.console" >&2; exit 1; }
     kill -TERM "$bpid" 2>/dev/null || true
@@ -156,7 +163,7 @@ for s in ${storage//,/ }; do
 done
 for s in ${storage//,/ }; do
     for ((r = 1; r <= rounds; r++)); do
-        for disks in 1 2; do
+        for disks in $ndisks; do
             order=("${backends[@]}")
             if (( r % 2 == 0 )); then
                 order=()
@@ -169,14 +176,16 @@ for s in ${storage//,/ }; do
     done
 done
 
-/usr/bin/python3 - "$run" "$rounds" "$json" "$storage" "${backends[@]}" <<'PY'
-import json, statistics, sys
+/usr/bin/python3 - "$run" "$rounds" "$json" "$storage" "$ndisks" "$runtime" "${backends[@]}" <<'PY'
+import json, os, statistics, sys
 run, rounds, out, storages = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
-backends = sys.argv[5:]
+ndisks, runtime = [int(d) for d in sys.argv[5].split()], int(sys.argv[6])
+backends = sys.argv[7:]
+hz = os.sysconf("SC_CLK_TCK")
 res = {}
 for s in storages.split(","):
     res[s] = {}
-    for disks in (1, 2):
+    for disks in ndisks:
         rows = res[s]["%d disk%s" % (disks, "s" if disks > 1 else "")] = {}
         for b in backends:
             runs = []
@@ -184,21 +193,24 @@ for s in storages.split(","):
                 tag = "%s.%s.%d.%d" % (s, b.replace(" ", "-").replace(",", "-"), disks, r)
                 text = open("%s/%s.json" % (run, tag)).read()
                 j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
+                ticks = int(open("%s/%s.cpu" % (run, tag)).read())
                 runs.append({"iops": j["iops"],
                              "p50_us": j["clat_ns"]["percentile"]["50.000000"] / 1000,
-                             "p99_us": j["clat_ns"]["percentile"]["99.000000"] / 1000})
+                             "p99_us": j["clat_ns"]["percentile"]["99.000000"] / 1000,
+                             "cpu_us_per_io": ticks / hz * 1e6 / (j["iops"] * (runtime + 2))})
             rows[b] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
             rows[b]["runs"] = runs
     where = {"shm": "256 MiB images on /dev/shm", "disk": "2 GiB images on a real filesystem, cold page cache"}[s]
     print("\n%s (%s):\n" % (s, where))
-    print("| disks | backend | IOPS in the guest | clat p50 (us) | clat p99 (us) | ours / qsd, same engine |")
-    print("|---|---|---:|---:|---:|---:|")
+    print("| disks | backend | IOPS in the guest | clat p50 (us) | clat p99 (us) | backend CPU per I/O (us) | ours / qsd, same engine |")
+    print("|---|---|---:|---:|---:|---:|---:|")
     for d, rows in res[s].items():
         for b in backends:
             q = "qsd" + b[len("aioloop"):] if b.startswith("aioloop") else None
             ratio = "%.2f" % (rows[b]["iops"] / rows[q]["iops"]) if q else ""
-            print("| %s | %s | %.0f | %.0f | %.0f | %s |" % (d, b, rows[b]["iops"], rows[b]["p50_us"],
-                                                        rows[b]["p99_us"], ratio))
+            print("| %s | %s | %.0f | %.0f | %.0f | %.1f | %s |" % (
+                d, b, rows[b]["iops"], rows[b]["p50_us"], rows[b]["p99_us"],
+                rows[b]["cpu_us_per_io"], ratio))
     print("\n| disks | cache | ours: best | qsd: best | ours / qsd | at or above |")
     print("|---|---|---|---|---:|---|")
     for d, rows in res[s].items():
