@@ -33,7 +33,8 @@ if lib.aiol_py_speed_register() != 0:
     raise ImportError("aioloop: cannot set up aioloop._speed")
 from . import _speed  # (the C hot path: _speed.c)
 
-__all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "FDMONS"]
+__all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "FDMONS",
+           "EventLoop", "EventLoopPolicy", "new_event_loop", "install", "run"]
 
 #: The fd monitors libaioloop knows (io_uring only where built with it).
 FDMONS = ("epoll", "io_uring", "poll")
@@ -168,6 +169,12 @@ class Loop(_speed.Core):
                 _threading.get_ident() == self._owner and not self._depth:
             self.close()
 
+    def _take(self):
+        """Makes the calling thread the loop's, between polls (an asyncio
+        loop runs on the thread that calls run_forever())."""
+        self._own()
+        self._owner = _threading.get_ident()
+
     def time(self):
         """The loop's clock (CLOCK_MONOTONIC) in seconds."""
         return lib.aiol_mono_time_get() / _NS
@@ -267,10 +274,15 @@ class Loop(_speed.Core):
         """Makes the loop's pipe the signal wakeup fd while it lives (main
         thread only), so Ctrl-C ends a blocking poll: Python then runs the
         signal handler, whose KeyboardInterrupt poll() raises.  Called by
-        the first blocking poll."""
+        the first blocking poll; a wakeup fd someone else set stays."""
         if _threading.current_thread() is _threading.main_thread():
-            self._old_wakeup = _signal.set_wakeup_fd(
-                self._sig_w, warn_on_full_buffer=False)
+            old = _signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
+            if old != -1:
+                # Someone's own (an asyncio loop's, whose reader may be
+                # ours): theirs wakes its loop; keep it.
+                _signal.set_wakeup_fd(old)
+            else:
+                self._old_wakeup = old
 
     def run_until(self, predicate, timeout=None):
         """Polls until predicate() is true; False if timeout ran out."""
@@ -368,3 +380,8 @@ class IOThread:
 
     def __exit__(self, *exc):
         self.stop()
+
+
+# asyncio on libaioloop (_asyncio.py), with uvloop's entry points.
+from ._asyncio import (EventLoop, EventLoopPolicy, new_event_loop,  # noqa: E402
+                       install, run)

@@ -555,6 +555,24 @@ static PyObject *core_detach(Core *c, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+/* Makes the calling thread the loop's; refused while another polls it. */
+static PyObject *core_own(Core *c, PyObject *unused)
+{
+    unsigned long me = PyThread_get_thread_ident();
+
+    (void)unused;
+    if (aiol__py_core_open(c) < 0) {
+        return NULL;
+    }
+    if (c->owner != me && c->depth > 0) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "the loop is polling on another thread");
+        return NULL;
+    }
+    c->owner = me;
+    Py_RETURN_NONE;
+}
+
 static PyObject *core_get_depth(Core *c, void *closure)
 {
     (void)closure;
@@ -634,6 +652,8 @@ static PyMethodDef core_methods[] = {
      "GIL is released while it sleeps."},
     {"_attach", (PyCFunction)core_attach, METH_VARARGS, NULL},
     {"_detach", (PyCFunction)core_detach, METH_NOARGS, NULL},
+    {"_own", (PyCFunction)core_own, METH_NOARGS,
+     "_own()\n\nMakes the calling thread the loop's (between polls)."},
     {"_call_at_ns", (PyCFunction)(void (*)(void))aiol__py_call_at_ns,
      METH_FASTCALL, NULL},
     {"_fd_update", (PyCFunction)aiol__py_fd_update, METH_O, NULL},

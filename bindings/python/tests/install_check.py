@@ -5,7 +5,7 @@ Run by meson (test 'python-install'):
     install_check.py BUILD_DIR PURELIB_INSTALL_DIR
 The package must import from the interpreter's site directory under the
 destdir, with nothing from the build or source tree on sys.path, and run
-a loop: the extension links libaioloop statically, so it needs no
+a loop and an asyncio loop: the extension links libaioloop statically, so it needs no
 installed shared library either.
 """
 import os
@@ -27,6 +27,11 @@ def main(build, site):
                 "    loop.call_soon(got.append, 1)\n"
                 "    loop.poll(blocking=False)\n"
                 "    assert got == [1]\n"
+                "async def main():\n"
+                "    import asyncio\n"
+                "    await asyncio.sleep(0)\n"
+                "    return type(asyncio.get_running_loop()).__module__\n"
+                "assert aioloop.run(main()) == 'aioloop._asyncio'\n"
                 "print('installed aioloop OK:', aioloop.__file__)\n" % where)
         env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
         env["PYTHONPATH"] = where

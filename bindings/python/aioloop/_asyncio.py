@@ -1,0 +1,385 @@
+# SPDX-License-Identifier: MIT
+"""asyncio on libaioloop: the event loop behind aioloop.new_event_loop().
+
+EventLoop is asyncio's Unix selector loop (asyncio.SelectorEventLoop)
+with its scheduling and its I/O readiness moved onto a libaioloop loop
+(an aioloop.Loop):
+
+- call_soon() and call_soon_threadsafe() queue on the Loop's call_soon
+  FIFO, one libaioloop bottom half (_speed.c); a schedule from another
+  thread wakes the poll through libaioloop's own notify, not a pipe;
+- call_later() and call_at() arm libaioloop timers;
+- add_reader()/add_writer(), and every transport, register libaioloop fd
+  handlers: the selector asyncio's code registers with (_Selector) is a
+  table whose every change is an aiol_fd_set(), and which is never
+  selected on;
+- run_forever() runs libaioloop's poll, one iteration per asyncio
+  iteration, with the GIL released while it sleeps.
+
+What stays asyncio's own pure-Python code: transports and protocols
+(selector_events, unix_events), TLS (sslproto), streams, subprocesses
+and their child watcher, signal handlers (the self-pipe is the signal
+wakeup fd, its reader a libaioloop handler), executors, getaddrinfo,
+futures and tasks (their C accelerator, _asyncio, as with asyncio's own
+loop).
+"""
+import asyncio
+import os
+import selectors
+import signal
+import threading
+import weakref
+from asyncio import events, futures, tasks, unix_events
+from asyncio.log import logger
+
+from . import Loop
+
+__all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "install",
+           "run"]
+
+_READ = selectors.EVENT_READ
+_WRITE = selectors.EVENT_WRITE
+
+
+class _Selector(selectors._BaseSelectorImpl):
+    """The fd table of an EventLoop: asyncio's selector loop registers
+    (reader Handle, writer Handle) pairs here, as with any selector, and
+    each change of a registration's events sets or removes the fd's
+    libaioloop handler.  Readiness runs the fd's Handle straight from the
+    handler, in the iteration that saw it."""
+
+    def __init__(self, aiol, evloop):
+        super().__init__()
+        self._aiol = aiol
+        self._evloop = weakref.ref(evloop)
+
+    def _apply(self, fd, new, old):
+        """Moves fd's libaioloop handlers from events old to new."""
+        aiol = self._aiol
+        if new & _READ and not old & _READ:
+            aiol.add_reader(fd, self._readable, fd)
+        if new & _WRITE and not old & _WRITE:
+            try:
+                aiol.add_writer(fd, self._writable, fd)
+            except BaseException:
+                if not old & _READ:
+                    aiol.remove_reader(fd)
+                raise
+        if old & _READ and not new & _READ:
+            aiol.remove_reader(fd)
+        if old & _WRITE and not new & _WRITE:
+            aiol.remove_writer(fd)
+
+    def register(self, fileobj, events, data=None):
+        key = super().register(fileobj, events, data)
+        try:
+            self._apply(key.fd, events, 0)
+        except BaseException:
+            super().unregister(fileobj)
+            raise
+        return key
+
+    def unregister(self, fileobj):
+        key = super().unregister(fileobj)
+        if not self._aiol.closed:
+            self._apply(key.fd, 0, key.events)
+        return key
+
+    def modify(self, fileobj, events, data=None):
+        fd = self._fileobj_lookup(fileobj)
+        key = self._fd_to_key.get(fd)
+        if key is None:
+            raise KeyError("{!r} is not registered".format(fileobj))
+        if not events or events & ~(_READ | _WRITE):
+            raise ValueError("Invalid events: {!r}".format(events))
+        if events != key.events:
+            self._apply(fd, events, key.events)
+        key = key._replace(events=events, data=data)
+        self._fd_to_key[fd] = key
+        return key
+
+    def select(self, timeout=None):
+        raise RuntimeError("an aioloop EventLoop's selector is polled by "
+                           "libaioloop, not selected on")
+
+    def close(self):
+        if not self._aiol.closed:
+            for key in list(self._fd_to_key.values()):
+                self._apply(key.fd, 0, key.events)
+        super().close()
+
+    def _ready(self, fd, which):
+        key = self._fd_to_key.get(fd)
+        if key is None:
+            return
+        handle = key.data[which]
+        if handle is None:
+            return
+        evloop = self._evloop()
+        if evloop is None:
+            return
+        if handle._cancelled:
+            # (as asyncio's _process_events: a cancelled handle's
+            # registration goes)
+            if which == 0:
+                evloop._remove_reader(key.fileobj)
+            else:
+                evloop._remove_writer(key.fileobj)
+        else:
+            evloop._run_handle(handle)
+
+    def _readable(self, fd):
+        self._ready(fd, 0)
+
+    def _writable(self, fd):
+        self._ready(fd, 1)
+
+
+class _TimerHandle(events.TimerHandle):
+    """asyncio's TimerHandle, with the libaioloop timer that runs it."""
+    __slots__ = ("_aiol",)
+
+
+class _OwnLoop(Loop):
+    """The Loop an EventLoop creates for itself: Ctrl-C wakes its poll
+    through the EventLoop's self-pipe, which is also what asyncio's
+    add_signal_handler() makes the signal wakeup fd, so both work."""
+    _csock_fd = -1
+
+    def _set_wakeup(self):
+        if self._csock_fd < 0 or \
+                threading.current_thread() is not threading.main_thread():
+            return
+        old = signal.set_wakeup_fd(self._csock_fd, warn_on_full_buffer=False)
+        if old not in (-1, self._csock_fd):
+            signal.set_wakeup_fd(old)  # someone else's: keep it
+
+
+class EventLoop(unix_events.SelectorEventLoop):
+    """An asyncio event loop on a libaioloop loop (see the module).
+
+    fdmon: "epoll", "io_uring", "poll" or None (AIOLOOP_BACKEND, else
+    AIOLOOP_FDMON, else libaioloop's default).  loop: an aioloop.Loop to
+    run on instead of a new one (not closed with this loop), so that raw
+    handlers, bottom halves and coroutines share one loop.  reentrant:
+    run_until_complete() may be called from inside a callback or a
+    coroutine this loop runs (a nested poll, see run_until_complete()).
+    """
+
+    def __init__(self, fdmon=None, *, loop=None, reentrant=False):
+        self._closed = True  # (until asyncio's __init__: for __del__)
+        self._reentrant = bool(reentrant)
+        if loop is None:
+            if fdmon is None:
+                fdmon = os.environ.get("AIOLOOP_BACKEND") or None
+            loop = _OwnLoop(fdmon)
+            own = True
+        else:
+            if not isinstance(loop, Loop):
+                raise TypeError("loop must be an aioloop.Loop, not %r"
+                                % type(loop).__name__)
+            if fdmon is not None:
+                raise ValueError("fdmon and loop exclude each other")
+            loop._open_check()
+            own = False
+        self._aiol = loop
+        self._aiol_own = own
+        try:
+            super().__init__(_Selector(loop, self))
+        except BaseException:
+            if own:
+                loop.close()
+            raise
+        if own:
+            loop._csock_fd = self._csock.fileno()
+
+    @property
+    def aioloop(self):
+        """The aioloop.Loop this event loop runs on."""
+        return self._aiol
+
+    def __repr__(self):
+        return "<%s fdmon=%s running=%s closed=%s debug=%s>" % (
+            self.__class__.__name__,
+            None if self._aiol.closed else self._aiol.fdmon,
+            self.is_running(), self.is_closed(), self.get_debug())
+
+    # ------------------------------------------------------ scheduling
+
+    def time(self):
+        return self._aiol.time()
+
+    def _run_handle(self, handle):
+        """Runs an asyncio Handle from a libaioloop callback."""
+        if handle._cancelled or self._closed:
+            return
+        if not self._debug:
+            handle._run()
+            return
+        try:
+            self._current_handle = handle
+            t0 = self.time()
+            handle._run()
+            dt = self.time() - t0
+            if dt >= self.slow_callback_duration:
+                logger.warning("Executing %s took %.3f seconds",
+                               asyncio.base_events._format_handle(handle), dt)
+        finally:
+            self._current_handle = None
+
+    def _call_soon(self, callback, args, context):
+        handle = events.Handle(callback, args, self, context)
+        if handle._source_traceback:
+            del handle._source_traceback[-1]
+        # (the FIFO's bottom half; any thread may schedule it)
+        self._aiol.call_soon_threadsafe(self._run_handle, handle)
+        return handle
+
+    def call_soon_threadsafe(self, callback, *args, context=None):
+        self._check_closed()
+        if self._debug:
+            self._check_callback(callback, "call_soon_threadsafe")
+        handle = self._call_soon(callback, args, context)
+        if handle._source_traceback:
+            del handle._source_traceback[-1]
+        return handle
+
+    def _add_callback(self, handle):
+        # (signal handlers, from the self-pipe's reader)
+        if not handle._cancelled:
+            self._aiol.call_soon_threadsafe(self._run_handle, handle)
+
+    def _write_to_self(self):
+        aiol = self._aiol
+        if not aiol.closed:
+            aiol.notify()
+
+    def call_at(self, when, callback, *args, context=None):
+        if when is None:
+            raise TypeError("when cannot be None")
+        self._check_closed()
+        if self._debug:
+            self._check_thread()
+            self._check_callback(callback, "call_at")
+        timer = _TimerHandle(when, callback, args, self, context)
+        if timer._source_traceback:
+            del timer._source_traceback[-1]
+        aiol = self._aiol
+        if self._thread_id is None and aiol._owner != threading.get_ident():
+            aiol._take()  # (not running: any one thread may arm timers)
+        timer._aiol = aiol.call_at(when, self._run_timer, timer)
+        timer._scheduled = True
+        return timer
+
+    def _run_timer(self, timer):
+        timer._scheduled = False
+        timer._aiol = None
+        self._run_handle(timer)
+
+    def _timer_handle_cancelled(self, handle):
+        if handle._scheduled:
+            handle._scheduled = False
+            h, handle._aiol = handle._aiol, None
+            try:
+                h.cancel()
+            except RuntimeError:
+                pass  # (from another thread: it fires and is skipped)
+
+    # --------------------------------------------------------- running
+
+    def run_forever(self):
+        self._check_closed()
+        self._check_running()
+        self._aiol._take()
+        super().run_forever()
+
+    def _run_once(self):
+        self._aiol.poll(not self._stopping)
+
+    def run_until_complete(self, future):
+        """asyncio's, and on a reentrant loop also from inside a callback
+        or a coroutine of its own: the call then polls the loop in place
+        (libaioloop's nested poll) until future is done, running every
+        other callback, timer, reader and task meanwhile, and returns its
+        result or raises its exception.  The task that called it stays
+        suspended in the call, not cancelled by what runs meanwhile: a
+        cancel() of it lands at its next await.  stop() during the
+        nested run ends it with RuntimeError, as the outer run."""
+        if not (self._reentrant and self._thread_id is not None and
+                self._thread_id == threading.get_ident()):
+            return super().run_until_complete(future)
+        self._check_closed()
+        new_task = not futures.isfuture(future)
+        future = tasks.ensure_future(future, loop=self)
+        if new_task:
+            future._log_destroy_pending = False
+        # The task running now (if any) is not the current one while
+        # others run in the nested poll; it is again once they stop.
+        current = tasks._current_tasks.pop(self, None)
+        try:
+            while not future.done() and not self._stopping:
+                self._run_once()
+        except BaseException:
+            if new_task and future.done() and not future.cancelled():
+                future.exception()
+            raise
+        finally:
+            if current is not None:
+                tasks._current_tasks[self] = current
+        if not future.done():
+            raise RuntimeError("Event loop stopped before Future completed.")
+        return future.result()
+
+    def _process_events(self, event_list):
+        raise AssertionError("libaioloop runs readiness callbacks itself")
+
+    def remove_signal_handler(self, sig):
+        removed = super().remove_signal_handler(sig)
+        if removed and not self._signal_handlers and not self._closed and \
+                self._aiol_own and \
+                threading.current_thread() is threading.main_thread():
+            # asyncio clears the wakeup fd with the last handler; Ctrl-C
+            # must still end a blocking poll.
+            signal.set_wakeup_fd(self._csock.fileno(),
+                                 warn_on_full_buffer=False)
+        return removed
+
+    def close(self):
+        if self.is_running():
+            raise RuntimeError("Cannot close a running event loop")
+        if self._closed:
+            return
+        fd = self._csock.fileno() if self._csock is not None else -1
+        super().close()
+        if self._aiol_own:
+            if fd >= 0 and \
+                    threading.current_thread() is threading.main_thread():
+                cur = signal.set_wakeup_fd(-1)
+                if cur != fd:
+                    signal.set_wakeup_fd(cur)
+            self._aiol.close()
+
+
+class EventLoopPolicy(unix_events.DefaultEventLoopPolicy):
+    """asyncio's default policy (child watcher included), whose loops are
+    aioloop EventLoops."""
+
+    def _loop_factory(self):
+        return EventLoop()
+
+
+def new_event_loop(fdmon=None, *, loop=None, reentrant=False):
+    """A new asyncio event loop on libaioloop (an EventLoop, which see)."""
+    return EventLoop(fdmon, loop=loop, reentrant=reentrant)
+
+
+def install():
+    """Makes EventLoopPolicy asyncio's policy: asyncio.new_event_loop()
+    and asyncio.run() then run on libaioloop."""
+    asyncio.set_event_loop_policy(EventLoopPolicy())
+
+
+def run(main, *, debug=None):
+    """asyncio.run(main, debug=debug) on a new aioloop EventLoop."""
+    with asyncio.Runner(loop_factory=new_event_loop, debug=debug) as runner:
+        return runner.run(main)
