@@ -23,7 +23,7 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             libcmocka-dev python3 liburing-dev libuv1-dev \
-            python3-cffi python3-pytest python3-dev python3-hypothesis \
+            python3-cffi python3-pytest python3-dev python3-hypothesis mypy \
             libglib2.0-dev libev-dev abigail-tools liblua5.4-dev lua5.4
 # The check builds require the host-loop adapters and the Lua binding
 # (meson would skip one whose library is missing), so a missing one fails
@@ -42,7 +42,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         bench-python clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-stock check-qemu-series check-guest \
-        check-vhost-guest check-vhost-lifecycle check-asyncio \
+        check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives deb deb-deps check-deb
@@ -77,7 +77,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-subproject check-asan check-clang check-release check-asyncio check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -107,6 +107,14 @@ check-docs: deps
 	  find $(BUILD_DOCS)/destdir -path "*/share/$$f" | grep -q . || \
 	    { echo "check-docs: meson install did not put share/$$f in $(BUILD_DOCS)/destdir"; exit 1; }; \
 	done; echo "check-docs: the reference and the man pages install"
+
+# pip install from pyproject.toml (meson-python) into a venv, then the
+# binding's suite and type checks with that interpreter
+# (bindings/python/tests/check-pip.sh).
+PIP_PKGS := python3-mesonpy python3-venv
+check-pip: deps
+	$(call install_missing,$(PIP_PKGS))
+	bindings/python/tests/check-pip.sh build-pip
 
 # libaioloop as a meson subproject of a small parent project
 # (tests/subproject, docs/subproject.md): configured with no -D flags and
