@@ -28,17 +28,17 @@ import os
 import selectors
 import signal
 import threading
-import weakref
 from asyncio import events, futures, tasks, unix_events
 from asyncio.log import logger
 
-from . import Loop
+from . import Loop, _speed
 
 __all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "install",
            "run"]
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
+_KEY = selectors.SelectorKey
 
 
 class _Selector(selectors._BaseSelectorImpl):
@@ -46,29 +46,47 @@ class _Selector(selectors._BaseSelectorImpl):
     (reader Handle, writer Handle) pairs here, as with any selector, and
     each change of a registration's events sets or removes the fd's
     libaioloop handler.  Readiness runs the fd's Handle straight from the
-    handler, in the iteration that saw it."""
+    handler, in the iteration that saw it: the handler is the Sched's
+    _io() (_speed_asyncio.c), which finds the Handle in this table."""
 
-    def __init__(self, aiol, evloop):
+    def __init__(self, aiol):
         super().__init__()
         self._aiol = aiol
-        self._evloop = weakref.ref(evloop)
+        self._io = None  # (the Sched's _io, set by the EventLoop)
 
     def _apply(self, fd, new, old):
         """Moves fd's libaioloop handlers from events old to new."""
-        aiol = self._aiol
-        if new & _READ and not old & _READ:
-            aiol.add_reader(fd, self._readable, fd)
-        if new & _WRITE and not old & _WRITE:
-            try:
-                aiol.add_writer(fd, self._writable, fd)
-            except BaseException:
-                if not old & _READ:
-                    aiol.remove_reader(fd)
-                raise
-        if old & _READ and not new & _READ:
-            aiol.remove_reader(fd)
-        if old & _WRITE and not new & _WRITE:
-            aiol.remove_writer(fd)
+        for slot, bit in ((0, _READ), (1, _WRITE)):
+            if (new ^ old) & bit:
+                self._aiol._fd_slot(fd, slot, (self._io, (fd, slot))
+                                    if new & bit else None)
+
+    def _io_set(self, fd, slot, handle):
+        """Makes handle fd's reader (slot 0) or writer (1), or removes it
+        (None), in the table and in libaioloop: what asyncio's
+        _add_reader() and the like do through register(), modify() and
+        unregister(), for an int fd, without their generic steps.  Returns
+        the handle it replaced (None if none)."""
+        table = self._fd_to_key
+        key = table.get(fd)
+        bit = _READ if slot == 0 else _WRITE
+        if key is None:
+            if handle is None:
+                return None
+            if fd < 0:
+                raise ValueError("Invalid file descriptor: %d" % fd)
+            key = _KEY(fd, fd, 0, (None, None))
+        events = key.events | bit if handle is not None else key.events & ~bit
+        if events != key.events and not self._aiol.closed:
+            self._aiol._fd_slot(fd, slot, (self._io, (fd, slot))
+                                if handle is not None else None)
+        old = key.data[slot]
+        if events:
+            data = (handle, key.data[1]) if slot == 0 else (key.data[0], handle)
+            table[fd] = key._replace(events=events, data=data)
+        else:
+            del table[fd]
+        return old
 
     def register(self, fileobj, events, data=None):
         key = super().register(fileobj, events, data)
@@ -107,32 +125,6 @@ class _Selector(selectors._BaseSelectorImpl):
             for key in list(self._fd_to_key.values()):
                 self._apply(key.fd, 0, key.events)
         super().close()
-
-    def _ready(self, fd, which):
-        key = self._fd_to_key.get(fd)
-        if key is None:
-            return
-        handle = key.data[which]
-        if handle is None:
-            return
-        evloop = self._evloop()
-        if evloop is None:
-            return
-        if handle._cancelled:
-            # (as asyncio's _process_events: a cancelled handle's
-            # registration goes)
-            if which == 0:
-                evloop._remove_reader(key.fileobj)
-            else:
-                evloop._remove_writer(key.fileobj)
-        else:
-            evloop._run_handle(handle)
-
-    def _readable(self, fd):
-        self._ready(fd, 0)
-
-    def _writable(self, fd):
-        self._ready(fd, 1)
 
 
 class _TimerHandle(events.TimerHandle):
@@ -184,8 +176,12 @@ class EventLoop(unix_events.SelectorEventLoop):
             own = False
         self._aiol = loop
         self._aiol_own = own
+        selector = _Selector(loop)
+        # call_soon() and readiness in C (_speed_asyncio.c); see _fast_path()
+        self._sched = _speed.Sched(loop, self, selector._fd_to_key)
+        selector._io = self._sched._io
         try:
-            super().__init__(_Selector(loop, self))
+            super().__init__(selector)
         except BaseException:
             if own:
                 loop.close()
@@ -205,6 +201,37 @@ class EventLoop(unix_events.SelectorEventLoop):
             self.is_running(), self.is_closed(), self.get_debug())
 
     # ------------------------------------------------------ scheduling
+
+    def _fast_path(self):
+        """Out of debug mode call_soon() and call_soon_threadsafe() are the
+        Sched's, in C (instance attributes over asyncio's methods); in
+        debug mode, and once closed, asyncio's Python ones, with their
+        checks, source tracebacks and slow-callback warnings."""
+        sched = self.__dict__.get("_sched")
+        if sched is None:
+            return
+        sched.debug = self._debug
+        if self._debug or self._closed:
+            self.__dict__.pop("call_soon", None)
+            self.__dict__.pop("call_soon_threadsafe", None)
+        else:
+            self.call_soon = self.call_soon_threadsafe = sched.call_soon
+
+    def set_debug(self, enabled):
+        super().set_debug(enabled)
+        self._fast_path()
+
+    def _aiol_handle_error(self, handle, exc):
+        """An exception a C-run handle's callback raised (not SystemExit
+        or KeyboardInterrupt): to the exception handler, as asyncio's
+        Handle._run() reports it."""
+        cb = asyncio.format_helpers._format_callback_source(
+            handle._callback, handle._args)
+        self.call_exception_handler({
+            "message": "Exception in callback %s" % cb,
+            "exception": exc,
+            "handle": handle,
+        })
 
     def time(self):
         return self._aiol.time()
@@ -285,6 +312,46 @@ class EventLoop(unix_events.SelectorEventLoop):
             except RuntimeError:
                 pass  # (from another thread: it fires and is skipped)
 
+    # ------------------------------------------------- readers, writers
+    # (asyncio's, for an int fd without the selector's generic steps: every
+    # transport and sock_*() call registers and unregisters through these)
+
+    def _add_reader(self, fd, callback, *args):
+        return self._io_add(fd, 0, callback, args)
+
+    def _add_writer(self, fd, callback, *args):
+        return self._io_add(fd, 1, callback, args)
+
+    def _remove_reader(self, fd):
+        return self._io_remove(fd, 0)
+
+    def _remove_writer(self, fd):
+        return self._io_remove(fd, 1)
+
+    def _io_add(self, fd, slot, callback, args):
+        if type(fd) is not int:
+            add = super()._add_reader if slot == 0 else super()._add_writer
+            return add(fd, callback, *args)
+        self._check_closed()
+        handle = events.Handle(callback, args, self, None)
+        old = self._selector._io_set(fd, slot, handle)
+        if old is not None:
+            old.cancel()
+        return handle
+
+    def _io_remove(self, fd, slot):
+        if type(fd) is not int:
+            remove = super()._remove_reader if slot == 0 \
+                else super()._remove_writer
+            return remove(fd)
+        if self.is_closed():
+            return False
+        old = self._selector._io_set(fd, slot, None)
+        if old is None:
+            return False
+        old.cancel()
+        return True
+
     # --------------------------------------------------------- running
 
     def run_forever(self):
@@ -351,6 +418,8 @@ class EventLoop(unix_events.SelectorEventLoop):
             return
         fd = self._csock.fileno() if self._csock is not None else -1
         super().close()
+        self._sched._close()
+        self._fast_path()
         if self._aiol_own:
             if fd >= 0 and \
                     threading.current_thread() is threading.main_thread():

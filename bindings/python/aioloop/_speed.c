@@ -230,7 +230,9 @@ static void core_bh(void *opaque)
         c->ring[c->head] = NULL;
         c->head = (c->head + 1) & (c->cap - 1);
         c->len--;
-        if (cb != NULL) {
+        if (cb != NULL && Py_IS_TYPE(h, &aiol__py_ahandle_type)) {
+            aiol__py_ahandle_run(h, c->errs); /* (an asyncio loop's) */
+        } else if (cb != NULL) {
             PyObject *args = h->args;
 
             h->cb = h->args = NULL;
@@ -288,16 +290,23 @@ static PyObject *core_schedule(Core *c, PyObject *const *args,
         Py_DECREF(tail);
         return NULL;
     }
-    Py_INCREF(h);
-    if (ring_push(c, h) < 0) {
-        Py_DECREF(h);
+    if (aiol__py_core_push(c, h) < 0) {
         Py_DECREF(h);
         return NULL;
     }
+    return h;
+}
+
+int aiol__py_core_push(Core *c, PyObject *h)
+{
+    if (ring_push(c, h) < 0) {
+        return -1;
+    }
+    Py_INCREF(h);
     if (c->len == 1) {
         aiol_bh_schedule(c->bh); /* (lock-free; dedups; wakes a poller) */
     }
-    return h;
+    return 0;
 }
 
 static PyObject *core_call_soon(Core *c, PyObject *const *args,
@@ -665,7 +674,7 @@ static PyGetSetDef core_getset[] = {
     {NULL, NULL, NULL, NULL, NULL},
 };
 
-static PyTypeObject Core_Type = {
+PyTypeObject aiol__py_core_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "aioloop._speed.Core",
     .tp_doc = "The C side of aioloop.Loop.",
@@ -696,7 +705,8 @@ static int speed_init(void)
     int rc = -1;
 
     if (PyType_Ready(&aiol__py_handle_type) < 0 || PyType_Ready(&aiol__py_timer_type) < 0 ||
-        PyType_Ready(&aiol__py_fd_type) < 0 || PyType_Ready(&Core_Type) < 0) {
+        PyType_Ready(&aiol__py_fd_type) < 0 || PyType_Ready(&aiol__py_core_type) < 0 ||
+        aiol__py_asyncio_ready() < 0) {
         return -1;
     }
     str_blocking = PyUnicode_InternFromString("blocking");
@@ -710,7 +720,10 @@ static int speed_init(void)
         PyModule_AddObjectRef(m, "TimerHandle",
                               (PyObject *)&aiol__py_timer_type) == 0 &&
         PyModule_AddObjectRef(m, "Fd", (PyObject *)&aiol__py_fd_type) == 0 &&
-        PyModule_AddObjectRef(m, "Core", (PyObject *)&Core_Type) == 0 &&
+        PyModule_AddObjectRef(m, "Core", (PyObject *)&aiol__py_core_type) == 0 &&
+        PyModule_AddObjectRef(m, "Sched", (PyObject *)&aiol__py_sched_type) == 0 &&
+        PyModule_AddObjectRef(m, "AsyncHandle",
+                              (PyObject *)&aiol__py_ahandle_type) == 0 &&
         (modules = PyImport_GetModuleDict()) != NULL &&
         PyDict_SetItemString(modules, "aioloop._speed", m) == 0) {
         rc = 0;

@@ -53,6 +53,9 @@ typedef struct {
 extern PyTypeObject aiol__py_handle_type; /* aioloop.Handle */
 extern PyTypeObject aiol__py_timer_type;  /* aioloop.TimerHandle */
 extern PyTypeObject aiol__py_fd_type;     /* aioloop._speed.Fd */
+extern PyTypeObject aiol__py_core_type;   /* aioloop._speed.Core */
+extern PyTypeObject aiol__py_sched_type;  /* aioloop._speed.Sched */
+extern PyTypeObject aiol__py_ahandle_type; /* aioloop._speed.AsyncHandle */
 
 /** True for a slot holding something (not NULL, not None). */
 static inline int aiol__py_is_set(PyObject *o)
@@ -77,6 +80,15 @@ PyObject *aiol__py_handle_new(PyTypeObject *type, PyObject *cb,
                               PyObject *args);
 int aiol__py_handle_traverse(Handle *h, visitproc visit, void *arg);
 int aiol__py_handle_clear(Handle *h);
+
+/** Queues the Handle @p h on the call_soon FIFO (a new reference); 0 or -1. */
+int aiol__py_core_push(Core *c, PyObject *h);
+
+/* _speed_asyncio.c: the asyncio loop's scheduling and I/O dispatch. */
+/** Readies Sched and AsyncHandle; 0 or -1. */
+int aiol__py_asyncio_ready(void);
+/** Runs an AsyncHandle from the FIFO, as asyncio's Handle._run(). */
+void aiol__py_ahandle_run(Handle *h, PyObject *errs);
 
 /* _speed_handlers.c: the Core methods for timers and fds. */
 PyObject *aiol__py_call_at_ns(Core *c, PyObject *const *args,

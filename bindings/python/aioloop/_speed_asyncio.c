@@ -1,0 +1,549 @@
+/* SPDX-License-Identifier: MIT */
+/*
+ * _speed_asyncio.c - the hot path of the asyncio loop (_asyncio.py's
+ * EventLoop) in C: call_soon(), the handles it returns, and the dispatch
+ * of fd readiness into asyncio's reader and writer handles.
+ *
+ * Why.  In asyncio every await that resumes a task, every future's done
+ * callback and every transport's read goes through call_soon() or a
+ * reader's Handle.  In Python each of those is an asyncio Handle built by
+ * a Python constructor, a Python trampoline that runs it, and
+ * Context.run(); uvloop does all of it in compiled code.  Here:
+ *
+ * - Sched.call_soon() (the EventLoop's call_soon and call_soon_threadsafe
+ *   while it is not in debug mode) makes an AsyncHandle and queues it on
+ *   the Core's call_soon FIFO, the same FIFO (one bottom half) as the
+ *   classic Loop API's call_soon(), so both keep one order;
+ * - the FIFO runs an AsyncHandle as asyncio's Handle._run() does: the
+ *   callback in the handle's context, SystemExit and KeyboardInterrupt out
+ *   of the poll, any other exception to the loop's exception handler;
+ * - Sched._io(fd, which) is every fd's libaioloop read (which = 0) or
+ *   write (1) callback: it finds the fd's asyncio Handle in the selector
+ *   table and runs it the same way, or drops a cancelled one's
+ *   registration as asyncio's _process_events() does.
+ *
+ * In debug mode the EventLoop goes back to asyncio's Python path (its
+ * Handles, source tracebacks and slow-callback warnings); _io then hands
+ * each handle to the loop's _run_handle().
+ *
+ * Threads: every field here is guarded by the GIL (see _speed.c).
+ */
+#include "_speed.h"
+
+#include <structmember.h>
+
+/*
+ * The scheduler of one EventLoop: the loop's Core, the EventLoop (for
+ * its exception handler and its reader removal) and its selector's
+ * fd -> SelectorKey table.
+ */
+typedef struct {
+    PyObject_HEAD
+    Core *core;
+    PyObject *evloop;    /* a weak reference (the EventLoop holds us) */
+    PyObject *fd_to_key; /* dict: fd -> SelectorKey(fileobj, fd, events, (reader, writer)) */
+    char closed;         /* set by _close(): nothing more runs */
+    char debug;          /* the EventLoop's debug mode */
+    PyObject *weakrefs;
+} Sched;
+
+/* A callback call_soon() scheduled: asyncio's Handle, in C. */
+typedef struct {
+    Handle h;           /* cb, args: NULL once cancelled */
+    PyObject *context;  /* the contextvars.Context it runs in */
+    Sched *sched;
+    char cancelled;
+} AsyncHandle;
+
+/* The EventLoop (borrowed), or NULL once it is gone. */
+static PyObject *sched_evloop(Sched *s)
+{
+    PyObject *e = s->evloop != NULL ? PyWeakref_GetObject(s->evloop) : NULL;
+
+    return e != NULL && e != Py_None ? e : NULL;
+}
+
+static PyObject *str_handle_error, *str_run_handle, *str_remove_reader,
+    *str_remove_writer, *str_cancelled, *str_callback, *str_args,
+    *str_context;
+
+/*
+ * What asyncio's Handle._run() does with the exception being raised:
+ * SystemExit and KeyboardInterrupt stay raised (-1); anything else goes
+ * to the EventLoop's exception handler, with @p handle (0).
+ */
+static int handle_error(Sched *s, PyObject *handle)
+{
+    PyObject *type, *value, *tb, *res, *evloop = sched_evloop(s);
+
+    if (PyErr_ExceptionMatches(PyExc_SystemExit) ||
+        PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) || evloop == NULL) {
+        return -1;
+    }
+    PyErr_Fetch(&type, &value, &tb);
+    PyErr_NormalizeException(&type, &value, &tb);
+    if (tb != NULL && value != NULL) {
+        PyException_SetTraceback(value, tb);
+    }
+    res = PyObject_CallMethodObjArgs(evloop, str_handle_error, handle,
+                                     value != NULL ? value : Py_None, NULL);
+    Py_XDECREF(type);
+    Py_XDECREF(value);
+    Py_XDECREF(tb);
+    if (res == NULL) {
+        return -1;
+    }
+    Py_DECREF(res);
+    return 0;
+}
+
+/* ctx.run(cb, *args) for @p handle, as Handle._run(); see handle_error(). */
+static int run_in_context(Sched *s, PyObject *handle, PyObject *ctx,
+                          PyObject *cb, PyObject *args)
+{
+    PyObject *res;
+
+    if (!PyTuple_Check(args)) {
+        PyErr_Format(PyExc_TypeError, "a handle's arguments must be a "
+                     "tuple, not %.100s", Py_TYPE(args)->tp_name);
+        return handle_error(s, handle);
+    }
+    if (PyContext_Enter(ctx) < 0) {
+        return handle_error(s, handle);
+    }
+    res = PyObject_Vectorcall(cb, &PyTuple_GET_ITEM(args, 0),
+                              (size_t)PyTuple_GET_SIZE(args), NULL);
+    if (PyContext_Exit(ctx) < 0) {
+        Py_XDECREF(res);
+        res = NULL;
+    }
+    if (res == NULL) {
+        return handle_error(s, handle);
+    }
+    Py_DECREF(res);
+    return 0;
+}
+
+/* Runs @p a (it has a callback): 0, or -1 with SystemExit or the like. */
+static int ahandle_call(AsyncHandle *a)
+{
+    PyObject *cb = a->h.cb, *args = a->h.args;
+    int rc;
+
+    /* (the callback may cancel its own handle, which drops these) */
+    Py_INCREF(cb);
+    Py_INCREF(args);
+    rc = run_in_context(a->sched, (PyObject *)a, a->context, cb, args);
+    Py_DECREF(cb);
+    Py_DECREF(args);
+    return rc;
+}
+
+void aiol__py_ahandle_run(Handle *h, PyObject *errs)
+{
+    AsyncHandle *a = (AsyncHandle *)h;
+
+    if (!a->sched->closed && ahandle_call(a) < 0) {
+        aiol__py_keep_error(errs);
+    }
+}
+
+/* ------------------------------------------------------- AsyncHandle */
+
+static int ahandle_traverse(AsyncHandle *a, visitproc visit, void *arg)
+{
+    Py_VISIT(a->context);
+    Py_VISIT(a->sched);
+    return aiol__py_handle_traverse(&a->h, visit, arg);
+}
+
+static int ahandle_clear(AsyncHandle *a)
+{
+    Py_CLEAR(a->context);
+    Py_CLEAR(a->sched);
+    return aiol__py_handle_clear(&a->h);
+}
+
+static void ahandle_dealloc(AsyncHandle *a)
+{
+    PyObject_GC_UnTrack(a);
+    if (a->h.weakrefs != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)a);
+    }
+    ahandle_clear(a);
+    Py_TYPE(a)->tp_free((PyObject *)a);
+}
+
+static PyObject *ahandle_cancel(AsyncHandle *a, PyObject *unused)
+{
+    (void)unused;
+    a->cancelled = 1;
+    aiol__py_handle_clear(&a->h); /* (the FIFO skips it) */
+    Py_RETURN_NONE;
+}
+
+static PyObject *ahandle_cancelled(AsyncHandle *a, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(a->cancelled);
+}
+
+static PyObject *ahandle_get_context(AsyncHandle *a, PyObject *unused)
+{
+    (void)unused;
+    return Py_NewRef(a->context);
+}
+
+static PyObject *ahandle_run_method(AsyncHandle *a, PyObject *unused)
+{
+    (void)unused;
+    if (a->h.cb != NULL && ahandle_call(a) < 0) {
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+static PyObject *ahandle_repr(AsyncHandle *a)
+{
+    if (a->h.cb == NULL) {
+        return PyUnicode_FromFormat("<Handle %s>",
+                                    a->cancelled ? "cancelled" : "done");
+    }
+    return PyUnicode_FromFormat("<Handle %R%R>", a->h.cb, a->h.args);
+}
+
+/* _callback, _args: None once cancelled, as asyncio's Handle. */
+static PyObject *ahandle_get_slot(AsyncHandle *a, void *closure)
+{
+    PyObject *o = closure != NULL ? a->h.args : a->h.cb;
+
+    return Py_NewRef(o != NULL ? o : Py_None);
+}
+
+static PyObject *ahandle_get_loop(AsyncHandle *a, void *closure)
+{
+    (void)closure;
+    PyObject *evloop = sched_evloop(a->sched);
+
+    return Py_NewRef(evloop != NULL ? evloop : Py_None);
+}
+
+static PyObject *ahandle_get_none(AsyncHandle *a, void *closure)
+{
+    (void)a;
+    (void)closure;
+    Py_RETURN_NONE;
+}
+
+static PyMethodDef ahandle_methods[] = {
+    {"cancel", (PyCFunction)ahandle_cancel, METH_NOARGS,
+     "Unschedules the callback if it has not run."},
+    {"cancelled", (PyCFunction)ahandle_cancelled, METH_NOARGS,
+     "True once cancel() was called."},
+    {"get_context", (PyCFunction)ahandle_get_context, METH_NOARGS,
+     "The contextvars.Context the callback runs in."},
+    {"_run", (PyCFunction)ahandle_run_method, METH_NOARGS,
+     "Runs the callback now, as asyncio's Handle._run()."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef ahandle_members[] = {
+    {"_cancelled", T_BOOL, offsetof(AsyncHandle, cancelled), READONLY, NULL},
+    {"_context", T_OBJECT, offsetof(AsyncHandle, context), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+static PyGetSetDef ahandle_getset[] = {
+    {"_callback", (getter)ahandle_get_slot, NULL, NULL, NULL},
+    {"_args", (getter)ahandle_get_slot, NULL, NULL, "args"},
+    {"_loop", (getter)ahandle_get_loop, NULL, NULL, NULL},
+    {"_source_traceback", (getter)ahandle_get_none, NULL, NULL, NULL},
+    {NULL, NULL, NULL, NULL, NULL},
+};
+
+PyTypeObject aiol__py_ahandle_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aioloop._speed.AsyncHandle",
+    .tp_doc = "A callback an aioloop EventLoop's call_soon() scheduled "
+              "(asyncio's Handle, in C).",
+    .tp_basicsize = sizeof(AsyncHandle),
+    .tp_base = &aiol__py_handle_type,
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_traverse = (traverseproc)ahandle_traverse,
+    .tp_clear = (inquiry)ahandle_clear,
+    .tp_dealloc = (destructor)ahandle_dealloc,
+    .tp_repr = (reprfunc)ahandle_repr,
+    .tp_methods = ahandle_methods,
+    .tp_members = ahandle_members,
+    .tp_getset = ahandle_getset,
+};
+
+/* ------------------------------------------------------------- Sched */
+
+static PyObject *str_context_kw;
+
+/* call_soon(callback, *args, context=None) -> AsyncHandle; any thread. */
+static PyObject *sched_call_soon(Sched *s, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames)
+{
+    PyObject *ctx = NULL, *tail;
+    AsyncHandle *a;
+
+    if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, 0);
+
+        if (PyTuple_GET_SIZE(kwnames) > 1 ||
+            (name != str_context_kw &&
+             PyUnicode_Compare(name, str_context_kw) != 0)) {
+            PyErr_SetString(PyExc_TypeError,
+                            "call_soon() takes only the keyword 'context'");
+            return NULL;
+        }
+        ctx = args[nargs];
+    }
+    if (nargs < 1) {
+        PyErr_SetString(PyExc_TypeError, "call_soon() needs a callback");
+        return NULL;
+    }
+    if (s->closed || s->core->loop == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    ctx = ctx == NULL || ctx == Py_None ? PyContext_CopyCurrent()
+                                        : Py_NewRef(ctx);
+    tail = ctx != NULL ? PyTuple_New(nargs - 1) : NULL;
+    if (tail == NULL) {
+        Py_XDECREF(ctx);
+        return NULL;
+    }
+    for (Py_ssize_t i = 1; i < nargs; i++) {
+        PyTuple_SET_ITEM(tail, i - 1, Py_NewRef(args[i]));
+    }
+    a = (AsyncHandle *)aiol__py_handle_new(&aiol__py_ahandle_type, args[0],
+                                           tail);
+    if (a == NULL) {
+        Py_DECREF(tail);
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    a->context = ctx;
+    a->sched = (Sched *)Py_NewRef(s);
+    if (aiol__py_core_push(s->core, (PyObject *)a) < 0) {
+        Py_DECREF(a);
+        return NULL;
+    }
+    return (PyObject *)a;
+}
+
+/* Drops a cancelled handle's registration (asyncio's _process_events). */
+static int io_cancelled(Sched *s, PyObject *key, int which)
+{
+    PyObject *evloop = sched_evloop(s), *res;
+
+    if (evloop == NULL) {
+        return 0;
+    }
+    res = PyObject_CallMethodOneArg(
+        evloop, which == 0 ? str_remove_reader : str_remove_writer,
+        PyTuple_GET_ITEM(key, 0));
+    Py_XDECREF(res);
+    return res != NULL ? 0 : -1;
+}
+
+/* Runs one asyncio Handle of the selector table (Handle._run()). */
+static int io_run(Sched *s, PyObject *handle, PyObject *key, int which)
+{
+    PyObject *flag, *cb = NULL, *args = NULL, *ctx = NULL;
+    int cancelled, rc = -1;
+
+    if (s->debug && sched_evloop(s) != NULL) {
+        flag = PyObject_CallMethodOneArg(sched_evloop(s), str_run_handle,
+                                         handle);
+        Py_XDECREF(flag);
+        return flag != NULL ? 0 : -1;
+    }
+    flag = PyObject_GetAttr(handle, str_cancelled);
+    cancelled = flag != NULL ? PyObject_IsTrue(flag) : -1;
+    Py_XDECREF(flag);
+    if (cancelled != 0) {
+        return cancelled < 0 ? -1 : io_cancelled(s, key, which);
+    }
+    if ((cb = PyObject_GetAttr(handle, str_callback)) != NULL &&
+        (args = PyObject_GetAttr(handle, str_args)) != NULL &&
+        (ctx = PyObject_GetAttr(handle, str_context)) != NULL) {
+        rc = run_in_context(s, handle, ctx, cb, args);
+    }
+    Py_XDECREF(cb);
+    Py_XDECREF(args);
+    Py_XDECREF(ctx);
+    return rc;
+}
+
+/*
+ * _io(fd, which): fd's libaioloop read (0) or write (1) callback.  An
+ * exception it raises (SystemExit, KeyboardInterrupt, a broken table)
+ * ends the poll; a handle's other exceptions go to the exception handler.
+ */
+static PyObject *sched_io(Sched *s, PyObject *const *args, Py_ssize_t nargs)
+{
+    PyObject *key, *data, *handle;
+    long which;
+    int rc = 0;
+
+    if (nargs != 2 || (which = PyLong_AsLong(args[1])) < 0 || which > 1) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "_io(fd, 0 or 1)");
+        }
+        return NULL;
+    }
+    if (s->closed) {
+        Py_RETURN_NONE;
+    }
+    key = PyDict_GetItemWithError(s->fd_to_key, args[0]);
+    if (key == NULL) {
+        return PyErr_Occurred() ? NULL : Py_NewRef(Py_None);
+    }
+    if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 4 ||
+        !PyTuple_Check(data = PyTuple_GET_ITEM(key, 3)) ||
+        PyTuple_GET_SIZE(data) != 2) {
+        PyErr_SetString(PyExc_TypeError,
+                        "the selector holds no (reader, writer) for the fd");
+        return NULL;
+    }
+    handle = PyTuple_GET_ITEM(data, which);
+    if (handle != Py_None) {
+        Py_INCREF(key); /* (the handle may unregister the fd) */
+        Py_INCREF(handle);
+        rc = io_run(s, handle, key, (int)which);
+        Py_DECREF(handle);
+        Py_DECREF(key);
+    }
+    return rc < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+static PyObject *sched_close(Sched *s, PyObject *unused)
+{
+    (void)unused;
+    s->closed = 1;
+    Py_RETURN_NONE;
+}
+
+static PyObject *sched_tp_new(PyTypeObject *type, PyObject *args,
+                              PyObject *kw)
+{
+    PyObject *core, *evloop, *fd_to_key;
+    Sched *s;
+
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!:Sched",
+                                     (char *[]){"core", "evloop", "fd_to_key",
+                                                NULL},
+                                     &aiol__py_core_type, &core, &evloop,
+                                     &PyDict_Type, &fd_to_key)) {
+        return NULL;
+    }
+    s = (Sched *)type->tp_alloc(type, 0);
+    if (s == NULL) {
+        return NULL;
+    }
+    s->evloop = PyWeakref_NewRef(evloop, NULL);
+    if (s->evloop == NULL) {
+        Py_DECREF(s);
+        return NULL;
+    }
+    s->core = (Core *)Py_NewRef(core);
+    s->fd_to_key = Py_NewRef(fd_to_key);
+    return (PyObject *)s;
+}
+
+static int sched_traverse(Sched *s, visitproc visit, void *arg)
+{
+    Py_VISIT(s->core);
+    Py_VISIT(s->evloop);
+    Py_VISIT(s->fd_to_key);
+    return 0;
+}
+
+static int sched_clear(Sched *s)
+{
+    s->closed = 1;
+    Py_CLEAR(s->core);
+    Py_CLEAR(s->evloop);
+    Py_CLEAR(s->fd_to_key);
+    return 0;
+}
+
+static void sched_dealloc(Sched *s)
+{
+    PyObject_GC_UnTrack(s);
+    if (s->weakrefs != NULL) {
+        PyObject_ClearWeakRefs((PyObject *)s);
+    }
+    sched_clear(s);
+    Py_TYPE(s)->tp_free((PyObject *)s);
+}
+
+static PyMethodDef sched_methods[] = {
+    {"call_soon", (PyCFunction)(void (*)(void))sched_call_soon,
+     METH_FASTCALL | METH_KEYWORDS,
+     "call_soon(callback, *args, context=None) -> AsyncHandle\n\nasyncio's "
+     "call_soon() and call_soon_threadsafe() (any thread; a schedule from "
+     "another thread wakes the poll)."},
+    {"_io", (PyCFunction)(void (*)(void))sched_io, METH_FASTCALL,
+     "_io(fd, which)\n\nRuns fd's reader (0) or writer (1) Handle."},
+    {"_close", (PyCFunction)sched_close, METH_NOARGS,
+     "_close()\n\nThe EventLoop closed: nothing queued runs any more."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyMemberDef sched_members[] = {
+    {"debug", T_BOOL, offsetof(Sched, debug), 0,
+     "The EventLoop's debug mode: readiness runs through its _run_handle()."},
+    {"closed", T_BOOL, offsetof(Sched, closed), READONLY, NULL},
+    {NULL, 0, 0, 0, NULL},
+};
+
+PyTypeObject aiol__py_sched_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "aioloop._speed.Sched",
+    .tp_doc = "Sched(core, evloop, fd_to_key): an aioloop EventLoop's "
+              "call_soon() and readiness dispatch in C.",
+    .tp_basicsize = sizeof(Sched),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
+    .tp_new = sched_tp_new,
+    .tp_traverse = (traverseproc)sched_traverse,
+    .tp_clear = (inquiry)sched_clear,
+    .tp_dealloc = (destructor)sched_dealloc,
+    .tp_weaklistoffset = offsetof(Sched, weakrefs),
+    .tp_methods = sched_methods,
+    .tp_members = sched_members,
+};
+
+int aiol__py_asyncio_ready(void)
+{
+    static const struct {
+        PyObject **str;
+        const char *text;
+    } names[] = {
+        {&str_handle_error, "_aiol_handle_error"},
+        {&str_run_handle, "_run_handle"},
+        {&str_remove_reader, "_remove_reader"},
+        {&str_remove_writer, "_remove_writer"},
+        {&str_cancelled, "_cancelled"},
+        {&str_callback, "_callback"},
+        {&str_args, "_args"},
+        {&str_context, "_context"},
+        {&str_context_kw, "context"},
+    };
+
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        *names[i].str = PyUnicode_InternFromString(names[i].text);
+        if (*names[i].str == NULL) {
+            return -1;
+        }
+    }
+    if (PyType_Ready(&aiol__py_ahandle_type) < 0 ||
+        PyType_Ready(&aiol__py_sched_type) < 0) {
+        return -1;
+    }
+    return 0;
+}

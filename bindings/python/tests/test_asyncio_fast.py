@@ -1,0 +1,211 @@
+# SPDX-License-Identifier: MIT
+"""The asyncio loop's C path (_speed_asyncio.c): call_soon() and readiness
+dispatch out of debug mode.  (The suite runs with -X dev, which turns
+asyncio's debug mode on, so every test here turns it off first; CPython's
+asyncio suite, asyncio_suite.py, runs without it.)"""
+import asyncio
+import contextvars
+import socket
+import threading
+
+import pytest
+
+import aioloop
+from test_loop import FDMONS
+
+VAR = contextvars.ContextVar("VAR", default="unset")
+
+
+@pytest.fixture(params=FDMONS)
+def loop(request):
+    ev = aioloop.new_event_loop(request.param)
+    ev.set_debug(False)
+    yield ev
+    ev.close()
+
+
+def run_soon(loop):
+    """Runs the loop until what is queued now has run."""
+    loop.run_until_complete(asyncio.sleep(0))
+
+
+def test_call_soon_runs_in_c_in_order(loop):
+    seen = []
+    h = loop.call_soon(seen.append, 1)
+    assert type(h) is aioloop._speed.AsyncHandle
+    assert loop.call_soon_threadsafe(seen.append, 2) is not None
+    loop.aioloop.call_soon(seen.append, 3)  # the raw Loop's: same FIFO
+    loop.call_soon(seen.append, 4)
+    run_soon(loop)
+    assert seen == [1, 2, 3, 4]
+    assert not h.cancelled()
+    assert h._callback == seen.append and h._args == (1,)
+    assert h._loop is loop
+
+
+def test_cancel_before_it_runs(loop):
+    seen = []
+    h = loop.call_soon(seen.append, "no")
+    h.cancel()
+    assert h.cancelled() and h._cancelled
+    assert h._callback is None and h._args is None
+    assert "cancelled" in repr(h)
+    run_soon(loop)
+    assert seen == []
+
+
+def test_context_is_the_callers_or_the_given_one(loop):
+    seen = []
+    VAR.set("caller")
+    loop.call_soon(lambda: seen.append(VAR.get()))
+    ctx = contextvars.Context()
+    ctx.run(VAR.set, "given")
+    h = loop.call_soon(lambda: seen.append(VAR.get()), context=ctx)
+    assert h.get_context() is ctx
+    loop.call_soon(lambda: VAR.set("changed inside"))  # (its own copy)
+    run_soon(loop)
+    assert seen == ["caller", "given"]
+    assert VAR.get() == "caller"
+    with pytest.raises(TypeError):
+        loop.call_soon(print, nonsense=1)
+    with pytest.raises(TypeError):
+        loop.call_soon()
+
+
+def test_exception_goes_to_the_handler(loop):
+    got = []
+    loop.set_exception_handler(lambda lp, ctx: got.append(ctx))
+
+    def broken():
+        raise ValueError("in a callback")
+
+    h = loop.call_soon(broken)
+    after = []
+    loop.call_soon(after.append, "still runs")
+    run_soon(loop)
+    assert after == ["still runs"]
+    assert len(got) == 1 and got[0]["handle"] is h
+    assert isinstance(got[0]["exception"], ValueError)
+    assert got[0]["message"].startswith("Exception in callback")
+
+
+def test_a_context_entered_twice_is_reported(loop):
+    got = []
+    loop.set_exception_handler(lambda lp, ctx: got.append(ctx))
+    ctx = contextvars.copy_context()
+
+    def enter_again():
+        loop.call_soon(lambda: None, context=ctx)._run()
+
+    loop.call_soon(enter_again, context=ctx)
+    run_soon(loop)
+    assert isinstance(got[0]["exception"], RuntimeError)
+
+
+def test_system_exit_leaves_the_run(loop):
+    def leave():
+        raise SystemExit(3)
+
+    loop.call_soon(leave)
+    with pytest.raises(SystemExit):
+        run_soon(loop)
+    seen = []
+    loop.call_soon(seen.append, "after")
+    run_soon(loop)
+    assert seen == ["after"]
+
+
+def test_debug_mode_is_asyncios_path(loop):
+    loop.set_debug(True)
+    h = loop.call_soon(lambda: None)
+    assert isinstance(h, asyncio.Handle)
+    run_soon(loop)
+    loop.set_debug(False)
+    assert type(loop.call_soon(lambda: None)) is aioloop._speed.AsyncHandle
+    run_soon(loop)
+
+
+def test_closed_loop_refuses(loop):
+    loop.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        loop.call_soon(print)
+    with pytest.raises(RuntimeError, match="closed"):
+        loop.call_soon_threadsafe(print)
+
+
+def test_threadsafe_wakes_a_blocked_run(loop):
+    fut = loop.create_future()
+
+    def other():
+        loop.call_soon_threadsafe(fut.set_result, "woken")
+
+    t = threading.Timer(0.05, other)
+    t.start()
+    try:
+        assert loop.run_until_complete(asyncio.wait_for(fut, 10)) == "woken"
+    finally:
+        t.join()
+
+
+def test_readiness_runs_handles_in_c(loop):
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        b.setblocking(False)
+        seen = []
+        loop.add_reader(a, lambda: seen.append(a.recv(16)))
+        b.send(b"x")
+        loop.run_until_complete(asyncio.sleep(0.01))
+        assert seen == [b"x"]
+        # A cancelled reader handle is dropped at its next readiness, as
+        # asyncio's _process_events() does.
+        loop._selector.get_key(a).data[0].cancel()
+        b.send(b"y")
+        loop.run_until_complete(asyncio.sleep(0.01))
+        assert seen == [b"x"]
+        with pytest.raises(KeyError):
+            loop._selector.get_key(a)
+
+        got = []
+        loop.set_exception_handler(lambda lp, ctx: got.append(ctx))
+
+        def broken():
+            a.recv(16)
+            raise OSError("reader")
+
+        loop.add_reader(a, broken)
+        b.send(b"z")
+        loop.run_until_complete(asyncio.sleep(0.01))
+        assert isinstance(got[0]["exception"], OSError)
+        assert loop.remove_reader(a)
+
+
+def test_streams_and_tasks_on_the_c_path(loop):
+    async def main():
+        async def echo(r, w):
+            w.write(await r.read(100))
+            await w.drain()
+            w.close()
+
+        srv = await asyncio.start_server(echo, "127.0.0.1", 0)
+        port = srv.sockets[0].getsockname()[1]
+        r, w = await asyncio.open_connection("127.0.0.1", port)
+        w.write(b"hello")
+        data = await r.read(100)
+        w.close()
+        srv.close()
+        await srv.wait_closed()
+        return data
+
+    assert loop.run_until_complete(main()) == b"hello"
+
+
+def test_handle_outlives_its_loop():
+    ev = aioloop.new_event_loop()
+    ev.set_debug(False)
+    h = ev.call_soon(print)
+    ev.close()
+    del ev
+    assert h._loop is None or isinstance(h._loop, aioloop.EventLoop)
+    h.cancel()
+
