@@ -11,6 +11,11 @@ Workloads, the same Python work on every loop:
               callback: one iteration each);
   pingpong    two socketpair ends; each reader reads a byte and writes
               one to the other side (ns per readiness dispatch).
+"aioloop" is the classic Loop API; "aioloop-asyncio" the same asyncio
+code as the asyncio and uvloop columns, on aioloop's asyncio loop
+(aioloop.new_event_loop()).  Then python_echo.py's asyncio servers on
+the three asyncio loops (messages per second; target: aioloop-asyncio
+at or above uvloop).
 Each cell is the median of ROUNDS rounds; the loops take turns within a
 round, so machine noise hits all of them alike.  Ratios are against
 asyncio's default loop measured in the same run.
@@ -25,6 +30,7 @@ import sys
 import time
 
 import aioloop
+import python_echo
 
 try:
     import uvloop
@@ -167,7 +173,8 @@ WORKLOADS = {
 
 
 def loops():
-    out = [("aioloop", None), ("asyncio", asyncio.new_event_loop)]
+    out = [("aioloop", None), ("aioloop-asyncio", aioloop.new_event_loop),
+           ("asyncio", asyncio.new_event_loop)]
     if uvloop is not None:
         out.append(("uvloop", uvloop.new_event_loop))
     return out
@@ -203,11 +210,35 @@ def main():
                                    for n in names))
     if uvloop is None:
         print("(uvloop not installed: apt-get install python3-uvloop)")
+        return 1
+    servers = echo_table(rounds, a.quick)
     if a.json:
         with open(a.json, "w") as f:
-            json.dump({"rounds": rounds, "sizes": sizes, "ns": results}, f,
-                      indent=1)
+            json.dump({"rounds": rounds, "sizes": sizes, "ns": results,
+                       "messages_per_s": servers}, f, indent=1)
     return 0
+
+
+def echo_table(rounds, quick):
+    """python_echo.py's rows: messages/s, median of rounds, interleaved."""
+    names = python_echo.LOOPS
+    out = {}
+    for row, fn in python_echo.workloads(quick):
+        cells = {n: [] for n in names}
+        for r in range(rounds):
+            for n in (names if r % 2 == 0 else names[::-1]):
+                cells[n].append(fn(n))
+        out[row] = {n: statistics.median(v) for n, v in cells.items()}
+    print("\nasyncio servers, messages per second (median of %d rounds), "
+          "ratio to uvloop" % rounds)
+    print("%-18s" % "workload" + "".join("%22s" % n for n in names) +
+          "  aioloop at or above uvloop")
+    for row, cell in out.items():
+        base = cell["uvloop"]
+        print("%-18s" % row + "".join("%13.0f (%5.2fx)" % (cell[n], cell[n] / base)
+                                     for n in names) +
+              "  %s" % ("met" if cell["aioloop"] >= base else "unmet"))
+    return out
 
 
 if __name__ == "__main__":
