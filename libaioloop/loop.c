@@ -200,9 +200,8 @@ int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
  */
 AIOL__HOT
 static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
-                                int64_t deadline_ns, int64_t now)
+                                int64_t deadline_ns, aiol__now *now)
 {
-    aiol__now at = AIOL__NOW_AT(now);
     int64_t d;
 
     atomic_fetch_add_explicit(&loop->notify_me, 2, memory_order_relaxed);
@@ -211,12 +210,14 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
      * for registration changes the monitor applies at its next wait.
      */
     atomic_thread_fence(memory_order_seq_cst);
-    d = aiol__loop_deadline(loop, &at);
+    d = aiol__loop_deadline(loop, now);
     deadline_ns = d < deadline_ns ? d : deadline_ns;
-    if (deadline_ns <= now) {
+    /* (no clock read for a wait with no deadline and no busy polling) */
+    if (deadline_ns != AIOL_DEADLINE_NONE && deadline_ns <= aiol__now_get(now)) {
         return 0;
     }
-    if (loop->poll_ns > 0 && aiol__busy_poll(loop, ready, now, deadline_ns)) {
+    if (loop->poll_ns > 0 &&
+        aiol__busy_poll(loop, ready, aiol__now_get(now), deadline_ns)) {
         return 0;
     }
     /*
@@ -239,7 +240,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     aiol__ready_list ready = AIOL_LIST_HEAD_INITIALIZER;
     bool blocking = deadline_ns > 0 && !from_host;
     bool progress;
-    int64_t start = 0;
+    aiol__now start = AIOL__NOW_LAZY; /* (when a blocking wait began) */
 
     aiol__check(loop != NULL, "loop is NULL");
     aiol__walk_begin(loop);
@@ -250,8 +251,10 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         aiol__embed_ready(loop, &ready, host, nhost);
     } else {
         if (blocking) {
-            start = aiol_mono_time_get();
-            deadline_ns = prepare_to_block(loop, &ready, deadline_ns, start);
+            if (loop->poll_max_ns > 0) {
+                aiol__now_get(&start); /* (the window adapts to the wait) */
+            }
+            deadline_ns = prepare_to_block(loop, &ready, deadline_ns, &start);
         }
         /*
          * A wait that will not block looks at the poll callbacks once
@@ -289,8 +292,8 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         atomic_fetch_sub_explicit(&loop->notify_me, 2, memory_order_release);
     }
     aiol__notify_accept(loop);
-    if (blocking && loop->poll_max_ns > 0) {
-        aiol__busy_poll_adjust(loop, aiol_mono_time_get() - start);
+    if (blocking && loop->poll_max_ns > 0 && start.read) {
+        aiol__busy_poll_adjust(loop, aiol_mono_time_get() - start.ns);
     }
     if (loop->poll_ns == 0 && loop->poll_started) {
         aiol__busy_poll_stop(loop, &ready);
