@@ -333,7 +333,10 @@ class EventLoop(unix_events.SelectorEventLoop):
             add = super()._add_reader if slot == 0 else super()._add_writer
             return add(fd, callback, *args)
         self._check_closed()
-        handle = events.Handle(callback, args, self, None)
+        if self._debug:
+            handle = events.Handle(callback, args, self, None)
+        else:
+            handle = self._sched._handle(callback, args)  # (C: _io() runs it)
         old = self._selector._io_set(fd, slot, handle)
         if old is not None:
             old.cancel()
@@ -358,9 +361,24 @@ class EventLoop(unix_events.SelectorEventLoop):
         self._check_closed()
         self._check_running()
         self._aiol._take()
-        super().run_forever()
+        self._run_in_c = True
+        try:
+            super().run_forever()
+        finally:
+            self._run_in_c = False
+
+    _run_in_c = False
 
     def _run_once(self):
+        # From asyncio's run_forever(), which checks _stopping after each
+        # call, the iterations until stop() go in C (Sched._run: the same
+        # loop without a Python frame per iteration); else one iteration.
+        if self._run_in_c:
+            self._sched._run()
+        else:
+            self._poll_once()
+
+    def _poll_once(self):
         self._aiol.poll(not self._stopping)
 
     def run_until_complete(self, future):
@@ -385,7 +403,7 @@ class EventLoop(unix_events.SelectorEventLoop):
         current = tasks._current_tasks.pop(self, None)
         try:
             while not future.done() and not self._stopping:
-                self._run_once()
+                self._poll_once()
         except BaseException:
             if new_task and future.done() and not future.cancelled():
                 future.exception()

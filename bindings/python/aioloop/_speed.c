@@ -439,12 +439,47 @@ static PyObject *raise_first_error(Core *c)
     return NULL;
 }
 
+int aiol__py_core_poll(Core *c, int64_t deadline)
+{
+    bool progress;
+
+    if ((c->loop == NULL || PyThread_get_thread_ident() != c->owner) &&
+        aiol__py_core_owned(c, "poll") < 0) {
+        return -1;
+    }
+    if (deadline != 0 && c->on_block != NULL) {
+        PyObject *fn = c->on_block, *res;
+
+        c->on_block = NULL;
+        res = PyObject_CallNoArgs(fn);
+        Py_DECREF(fn);
+        if (res == NULL) {
+            return -1;
+        }
+        Py_DECREF(res);
+    }
+    Py_INCREF(c);
+    c->depth++;
+    progress = aiol_loop_poll_deadline(c->loop, deadline);
+    c->depth--;
+    if (PyList_GET_SIZE(c->errs) > 0) {
+        raise_first_error(c);
+        Py_DECREF(c);
+        return -1;
+    }
+    Py_DECREF(c);
+    if (deadline != 0 && PyErr_CheckSignals() < 0) {
+        return -1; /* (Ctrl-C during the wait: KeyboardInterrupt) */
+    }
+    return progress;
+}
+
 static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {
     PyObject *blocking, *timeout;
     int64_t deadline;
-    bool progress;
+    int progress;
 
     if ((c->loop == NULL || PyThread_get_thread_ident() != c->owner) &&
         aiol__py_core_owned(c, "poll") < 0) {
@@ -457,30 +492,8 @@ static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
     if (deadline < 0) {
         return NULL;
     }
-    if (deadline != 0 && c->on_block != NULL) {
-        PyObject *fn = c->on_block, *res;
-
-        c->on_block = NULL;
-        res = PyObject_CallNoArgs(fn);
-        Py_DECREF(fn);
-        if (res == NULL) {
-            return NULL;
-        }
-        Py_DECREF(res);
-    }
-    Py_INCREF(c);
-    c->depth++;
-    progress = aiol_loop_poll_deadline(c->loop, deadline);
-    c->depth--;
-    if (PyList_GET_SIZE(c->errs) > 0) {
-        Py_DECREF(c);
-        return raise_first_error(c);
-    }
-    Py_DECREF(c);
-    if (deadline != 0 && PyErr_CheckSignals() < 0) {
-        return NULL; /* (Ctrl-C during the wait: KeyboardInterrupt) */
-    }
-    return PyBool_FromLong(progress);
+    progress = aiol__py_core_poll(c, deadline);
+    return progress < 0 ? NULL : PyBool_FromLong(progress);
 }
 
 

@@ -81,6 +81,13 @@ PyObject *aiol__py_handle_new(PyTypeObject *type, PyObject *cb,
 int aiol__py_handle_traverse(Handle *h, visitproc visit, void *arg);
 int aiol__py_handle_clear(Handle *h);
 
+/**
+ * One iteration of the loop (poll()'s body) until @p deadline (0: do not
+ * block): 1 if it made progress, 0 if not, -1 with the exception a
+ * callback raised (or KeyboardInterrupt from a wait a signal ended).
+ * The loop's thread.
+ */
+int aiol__py_core_poll(Core *c, int64_t deadline);
 /** Queues the Handle @p h on the call_soon FIFO (a new reference); 0 or -1. */
 int aiol__py_core_push(Core *c, PyObject *h);
 

@@ -63,7 +63,7 @@ static PyObject *sched_evloop(Sched *s)
     return e != NULL && e != Py_None ? e : NULL;
 }
 
-static PyObject *str_handle_error, *str_run_handle, *str_remove_reader,
+static PyObject *str_stopping, *str_handle_error, *str_run_handle, *str_remove_reader,
     *str_remove_writer, *str_cancelled, *str_callback, *str_args,
     *str_context;
 
@@ -282,6 +282,32 @@ PyTypeObject aiol__py_ahandle_type = {
 
 static PyObject *str_context_kw;
 
+/*
+ * A new AsyncHandle of @p s for cb(*tail) in @p ctx (NULL or None: a copy
+ * of the current context); steals @p tail, even on failure.
+ */
+static AsyncHandle *ahandle_new(Sched *s, PyObject *cb, PyObject *tail,
+                                PyObject *ctx)
+{
+    AsyncHandle *a;
+
+    ctx = ctx == NULL || ctx == Py_None ? PyContext_CopyCurrent()
+                                        : Py_NewRef(ctx);
+    if (ctx == NULL) {
+        Py_DECREF(tail);
+        return NULL;
+    }
+    a = (AsyncHandle *)aiol__py_handle_new(&aiol__py_ahandle_type, cb, tail);
+    if (a == NULL) {
+        Py_DECREF(tail);
+        Py_DECREF(ctx);
+        return NULL;
+    }
+    a->context = ctx;
+    a->sched = (Sched *)Py_NewRef(s);
+    return a;
+}
+
 /* call_soon(callback, *args, context=None) -> AsyncHandle; any thread. */
 static PyObject *sched_call_soon(Sched *s, PyObject *const *args,
                                  Py_ssize_t nargs, PyObject *kwnames)
@@ -309,30 +335,37 @@ static PyObject *sched_call_soon(Sched *s, PyObject *const *args,
         PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
         return NULL;
     }
-    ctx = ctx == NULL || ctx == Py_None ? PyContext_CopyCurrent()
-                                        : Py_NewRef(ctx);
-    tail = ctx != NULL ? PyTuple_New(nargs - 1) : NULL;
+    tail = PyTuple_New(nargs - 1);
     if (tail == NULL) {
-        Py_XDECREF(ctx);
         return NULL;
     }
     for (Py_ssize_t i = 1; i < nargs; i++) {
         PyTuple_SET_ITEM(tail, i - 1, Py_NewRef(args[i]));
     }
-    a = (AsyncHandle *)aiol__py_handle_new(&aiol__py_ahandle_type, args[0],
-                                           tail);
+    a = ahandle_new(s, args[0], tail, ctx);
     if (a == NULL) {
-        Py_DECREF(tail);
-        Py_DECREF(ctx);
         return NULL;
     }
-    a->context = ctx;
-    a->sched = (Sched *)Py_NewRef(s);
     if (aiol__py_core_push(s->core, (PyObject *)a) < 0) {
         Py_DECREF(a);
         return NULL;
     }
     return (PyObject *)a;
+}
+
+/*
+ * _handle(callback, args) -> AsyncHandle: a reader's or writer's handle
+ * (_asyncio.py's _add_reader()), not queued: _io() runs it at each
+ * readiness.
+ */
+static PyObject *sched_handle(Sched *s, PyObject *const *args,
+                              Py_ssize_t nargs)
+{
+    if (nargs != 2 || !PyTuple_Check(args[1])) {
+        PyErr_SetString(PyExc_TypeError, "_handle(callback, args)");
+        return NULL;
+    }
+    return (PyObject *)ahandle_new(s, args[0], Py_NewRef(args[1]), NULL);
 }
 
 /* Drops a cancelled handle's registration (asyncio's _process_events). */
@@ -356,6 +389,12 @@ static int io_run(Sched *s, PyObject *handle, PyObject *key, int which)
     PyObject *flag, *cb = NULL, *args = NULL, *ctx = NULL;
     int cancelled, rc = -1;
 
+    if (Py_IS_TYPE(handle, &aiol__py_ahandle_type) && !s->debug) {
+        AsyncHandle *a = (AsyncHandle *)handle;
+
+        /* (ours, from _handle(): its fields, no attribute lookups) */
+        return a->h.cb == NULL ? io_cancelled(s, key, which) : ahandle_call(a);
+    }
     if (s->debug && sched_evloop(s) != NULL) {
         flag = PyObject_CallMethodOneArg(sched_evloop(s), str_run_handle,
                                          handle);
@@ -419,6 +458,44 @@ static PyObject *sched_io(Sched *s, PyObject *const *args, Py_ssize_t nargs)
         Py_DECREF(key);
     }
     return rc < 0 ? NULL : Py_NewRef(Py_None);
+}
+
+/* The EventLoop's _stopping: 1, 0, or -1 with an exception. */
+static int sched_stopping(Sched *s)
+{
+    PyObject *evloop = sched_evloop(s), *flag;
+    int rc;
+
+    if (evloop == NULL) {
+        return 1;
+    }
+    flag = PyObject_GetAttr(evloop, str_stopping);
+    rc = flag != NULL ? PyObject_IsTrue(flag) : -1;
+    Py_XDECREF(flag);
+    return rc;
+}
+
+/*
+ * _run(): the iterations of run_forever() until stop(), in C: each one
+ * polls, blocking unless stop() was called before it, and the run ends
+ * after the iteration in which stop() was called (asyncio's loop: a
+ * _run_once() and a check of _stopping, over and over).
+ */
+static PyObject *sched_run(Sched *s, PyObject *unused)
+{
+    int stopping = sched_stopping(s);
+
+    (void)unused;
+    while (stopping >= 0) {
+        if (aiol__py_core_poll(s->core, stopping ? 0 : AIOL_DEADLINE_NONE) < 0) {
+            return NULL;
+        }
+        stopping = sched_stopping(s); /* (also the next iteration's) */
+        if (stopping > 0) {
+            Py_RETURN_NONE;
+        }
+    }
+    return NULL;
 }
 
 static PyObject *sched_close(Sched *s, PyObject *unused)
@@ -488,8 +565,13 @@ static PyMethodDef sched_methods[] = {
      "call_soon(callback, *args, context=None) -> AsyncHandle\n\nasyncio's "
      "call_soon() and call_soon_threadsafe() (any thread; a schedule from "
      "another thread wakes the poll)."},
+    {"_handle", (PyCFunction)(void (*)(void))sched_handle, METH_FASTCALL,
+     "_handle(callback, args) -> AsyncHandle\n\nA reader's or writer's "
+     "handle, not queued."},
     {"_io", (PyCFunction)(void (*)(void))sched_io, METH_FASTCALL,
      "_io(fd, which)\n\nRuns fd's reader (0) or writer (1) Handle."},
+    {"_run", (PyCFunction)sched_run, METH_NOARGS,
+     "_run()\n\nIterates until the EventLoop's stop() (run_forever())."},
     {"_close", (PyCFunction)sched_close, METH_NOARGS,
      "_close()\n\nThe EventLoop closed: nothing queued runs any more."},
     {NULL, NULL, 0, NULL},
@@ -524,6 +606,7 @@ int aiol__py_asyncio_ready(void)
         PyObject **str;
         const char *text;
     } names[] = {
+        {&str_stopping, "_stopping"},
         {&str_handle_error, "_aiol_handle_error"},
         {&str_run_handle, "_run_handle"},
         {&str_remove_reader, "_remove_reader"},

@@ -153,7 +153,10 @@ def test_readiness_runs_handles_in_c(loop):
         a.setblocking(False)
         b.setblocking(False)
         seen = []
-        loop.add_reader(a, lambda: seen.append(a.recv(16)))
+        # (an int fd: what transports and sock_*() register)
+        loop.add_reader(a.fileno(), lambda: seen.append(a.recv(16)))
+        assert type(loop._selector.get_key(a).data[0]) is \
+            aioloop._speed.AsyncHandle
         b.send(b"x")
         loop.run_until_complete(asyncio.sleep(0.01))
         assert seen == [b"x"]
@@ -209,3 +212,38 @@ def test_handle_outlives_its_loop():
     assert h._loop is None or isinstance(h._loop, aioloop.EventLoop)
     h.cancel()
 
+
+
+def test_run_forever_iterates_in_c_until_stop(loop):
+    # stop() before run_forever(): one iteration that does not block, in
+    # which what is queued and what is ready runs, then the run ends.
+    a, b = socket.socketpair()
+    with a, b:
+        seen = []
+        loop.add_reader(a, lambda: seen.append(a.recv(16)))
+        b.send(b"io")
+        loop.call_soon(seen.append, "soon")
+        loop.stop()
+        loop.run_forever()
+        assert seen == ["soon", b"io"]
+        loop.remove_reader(a)
+
+    # stop() from a callback: that iteration ends the run; what it
+    # scheduled runs in the next run.
+    def stopper():
+        seen.append("stop")
+        loop.stop()
+        loop.call_soon(seen.append, "next run")
+
+    seen.clear()
+    loop.call_later(0.01, stopper)
+    loop.run_forever()
+    assert seen == ["stop"]
+    loop.stop()
+    loop.run_forever()
+    assert seen == ["stop", "next run"]
+    assert not loop.is_running()
+    # (outside run_forever _run_once() is one iteration)
+    loop.call_soon(seen.append, "once")
+    loop._run_once()
+    assert seen[-1] == "once"
