@@ -203,11 +203,17 @@ def main():
     names = [n for n, _ in loops()]
     print("Python loops, ns per callback (median of %d rounds), ratio to asyncio"
           % rounds)
-    print("%-10s" % "workload" + "".join("%22s" % n for n in names))
+    uv = "uvloop" in names
+    print("%-10s" % "workload" + "".join("%22s" % n for n in names) +
+          ("  aioloop-asyncio / uvloop" if uv else ""))
     for w, row in results.items():
         base = row["asyncio"]
+        mark = ""
+        if uv:
+            r = row["aioloop-asyncio"] / row["uvloop"]
+            mark = "  %5.2fx %s" % (r, "met" if r <= 1.0 else "unmet")
         print("%-10s" % w + "".join("%13.0f (%5.2fx)" % (row[n], row[n] / base)
-                                   for n in names))
+                                   for n in names) + mark)
     if uvloop is None:
         print("(uvloop not installed: apt-get install python3-uvloop)")
         return 1

@@ -231,38 +231,6 @@ class Loop(_speed.Core):
             del self._fds[fd]
         return True
 
-    def _fd_slot(self, fd, slot, entry):
-        """Sets fd's reader (slot 0) or writer (1) to entry, (callback,
-        args), or removes it (None), without the public calls' checks of a
-        registered fd: the asyncio loop's selector table (_asyncio.py),
-        which passes an int fd."""
-        rec = self._fds.get(fd)
-        new = rec is None
-        if new:
-            if entry is None:
-                return
-            self._open_check()
-            fd = _fileno(fd)
-            if fd == self._sig_r:
-                raise ValueError("fd %d is the loop's own" % fd)
-            rec = _speed.Fd(fd, self._errs)
-        old = (rec.reader, rec.writer, rec.poll)
-        if slot == 0:
-            rec.reader = entry
-            if entry is None:
-                rec.poll = None
-        else:
-            rec.writer = entry
-        try:
-            if self._fd_update(rec):
-                if new:
-                    self._fds[fd] = rec
-            elif not new:
-                del self._fds[fd]
-        except BaseException:
-            rec.reader, rec.writer, rec.poll = old
-            raise
-
     def add_reader(self, fd, callback, *args, poll=None):
         """Calls callback(*args) while fd is readable (level-triggered).
 

@@ -47,46 +47,20 @@ class _Selector(selectors._BaseSelectorImpl):
     each change of a registration's events sets or removes the fd's
     libaioloop handler.  Readiness runs the fd's Handle straight from the
     handler, in the iteration that saw it: the handler is the Sched's
-    _io() (_speed_asyncio.c), which finds the Handle in this table."""
+    _io() (_speed_asyncio.c), which finds the Handle in this table.  The
+    loop's own registrations change it in C (Sched._io_set(),
+    _speed_selector.c); register() and the like serve the rest."""
 
     def __init__(self, aiol):
         super().__init__()
         self._aiol = aiol
-        self._io = None  # (the Sched's _io, set by the EventLoop)
+        self._sched = None  # (set by the EventLoop)
 
     def _apply(self, fd, new, old):
         """Moves fd's libaioloop handlers from events old to new."""
         for slot, bit in ((0, _READ), (1, _WRITE)):
             if (new ^ old) & bit:
-                self._aiol._fd_slot(fd, slot, (self._io, (fd, slot))
-                                    if new & bit else None)
-
-    def _io_set(self, fd, slot, handle):
-        """Makes handle fd's reader (slot 0) or writer (1), or removes it
-        (None), in the table and in libaioloop: what asyncio's
-        _add_reader() and the like do through register(), modify() and
-        unregister(), for an int fd, without their generic steps.  Returns
-        the handle it replaced (None if none)."""
-        table = self._fd_to_key
-        key = table.get(fd)
-        bit = _READ if slot == 0 else _WRITE
-        if key is None:
-            if handle is None:
-                return None
-            if fd < 0:
-                raise ValueError("Invalid file descriptor: %d" % fd)
-            key = _KEY(fd, fd, 0, (None, None))
-        events = key.events | bit if handle is not None else key.events & ~bit
-        if events != key.events and not self._aiol.closed:
-            self._aiol._fd_slot(fd, slot, (self._io, (fd, slot))
-                                if handle is not None else None)
-        old = key.data[slot]
-        if events:
-            data = (handle, key.data[1]) if slot == 0 else (key.data[0], handle)
-            table[fd] = key._replace(events=events, data=data)
-        else:
-            del table[fd]
-        return old
+                self._sched._fd_slot(fd, slot, new & bit)
 
     def register(self, fileobj, events, data=None):
         key = super().register(fileobj, events, data)
@@ -178,8 +152,8 @@ class EventLoop(unix_events.SelectorEventLoop):
         self._aiol_own = own
         selector = _Selector(loop)
         # call_soon() and readiness in C (_speed_asyncio.c); see _fast_path()
-        self._sched = _speed.Sched(loop, self, selector._fd_to_key)
-        selector._io = self._sched._io
+        self._sched = selector._sched = _speed.Sched(
+            loop, self, selector._fd_to_key, loop._fds, _KEY)
         try:
             super().__init__(selector)
         except BaseException:
@@ -337,7 +311,7 @@ class EventLoop(unix_events.SelectorEventLoop):
             handle = events.Handle(callback, args, self, None)
         else:
             handle = self._sched._handle(callback, args)  # (C: _io() runs it)
-        old = self._selector._io_set(fd, slot, handle)
+        old = self._sched._io_set(fd, slot, handle)
         if old is not None:
             old.cancel()
         return handle
@@ -349,7 +323,7 @@ class EventLoop(unix_events.SelectorEventLoop):
             return remove(fd)
         if self.is_closed():
             return False
-        old = self._selector._io_set(fd, slot, None)
+        old = self._sched._io_set(fd, slot, None)
         if old is None:
             return False
         old.cancel()

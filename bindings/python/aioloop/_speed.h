@@ -50,6 +50,39 @@ typedef struct {
     double when;
 } TimerHandle;
 
+/*
+ * The Python side of one fd's handler; its address is the C handler's
+ * opaque.  aioloop.Loop keeps it (in _fds) while it is registered.
+ */
+typedef struct {
+    PyObject_HEAD
+    PyObject *errs;   /* the loop's error list (not the loop: no cycle) */
+    PyObject *reader; /* (callback, args) or None */
+    PyObject *writer; /* (callback, args) or None */
+    PyObject *poll;   /* busy-poll callable or None */
+    int fd;
+    PyObject *weakrefs;
+} Fd;
+
+/*
+ * The scheduler of one asyncio EventLoop (_speed_asyncio.c): the loop's
+ * Core, the EventLoop (for its exception handler and its reader removal),
+ * its selector's fd -> SelectorKey table and the Core's fd -> Fd records
+ * (aioloop.Loop._fds), which _speed_selector.c keeps in step.
+ */
+typedef struct {
+    PyObject_HEAD
+    Core *core;
+    PyObject *evloop;    /* a weak reference (the EventLoop holds us) */
+    PyObject *fd_to_key; /* dict: fd -> SelectorKey(fileobj, fd, events, (reader, writer)) */
+    PyObject *fds;       /* dict: fd -> Fd, the Loop's registrations */
+    PyObject *key_type;  /* selectors.SelectorKey */
+    PyObject *io;        /* our bound _io(): every fd's handler */
+    char closed;         /* set by _close(): nothing more runs */
+    char debug;          /* the EventLoop's debug mode */
+    PyObject *weakrefs;
+} Sched;
+
 extern PyTypeObject aiol__py_handle_type; /* aioloop.Handle */
 extern PyTypeObject aiol__py_timer_type;  /* aioloop.TimerHandle */
 extern PyTypeObject aiol__py_fd_type;     /* aioloop._speed.Fd */
@@ -96,6 +129,14 @@ int aiol__py_core_push(Core *c, PyObject *h);
 int aiol__py_asyncio_ready(void);
 /** Runs an AsyncHandle from the FIFO, as asyncio's Handle._run(). */
 void aiol__py_ahandle_run(Handle *h, PyObject *errs);
+
+/* _speed_selector.c: the asyncio loop's selector table. */
+/** Sched._fd_slot(fd, slot, on): sets or removes fd's reader or writer. */
+PyObject *aiol__py_sched_fd_slot(Sched *s, PyObject *const *args,
+                                 Py_ssize_t nargs);
+/** Sched._io_set(fd, slot, handle): see _speed_selector.c. */
+PyObject *aiol__py_sched_io_set(Sched *s, PyObject *const *args,
+                                Py_ssize_t nargs);
 
 /* _speed_handlers.c: the Core methods for timers and fds. */
 PyObject *aiol__py_call_at_ns(Core *c, PyObject *const *args,

@@ -32,21 +32,6 @@
 
 #include <structmember.h>
 
-/*
- * The scheduler of one EventLoop: the loop's Core, the EventLoop (for
- * its exception handler and its reader removal) and its selector's
- * fd -> SelectorKey table.
- */
-typedef struct {
-    PyObject_HEAD
-    Core *core;
-    PyObject *evloop;    /* a weak reference (the EventLoop holds us) */
-    PyObject *fd_to_key; /* dict: fd -> SelectorKey(fileobj, fd, events, (reader, writer)) */
-    char closed;         /* set by _close(): nothing more runs */
-    char debug;          /* the EventLoop's debug mode */
-    PyObject *weakrefs;
-} Sched;
-
 /* A callback call_soon() scheduled: asyncio's Handle, in C. */
 typedef struct {
     Handle h;           /* cb, args: NULL once cancelled */
@@ -508,27 +493,36 @@ static PyObject *sched_close(Sched *s, PyObject *unused)
 static PyObject *sched_tp_new(PyTypeObject *type, PyObject *args,
                               PyObject *kw)
 {
-    PyObject *core, *evloop, *fd_to_key;
+    PyObject *core, *evloop, *fd_to_key, *fds, *key_type;
     Sched *s;
 
-    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!:Sched",
+    if (!PyArg_ParseTupleAndKeywords(args, kw, "O!OO!O!O!:Sched",
                                      (char *[]){"core", "evloop", "fd_to_key",
-                                                NULL},
+                                                "fds", "key_type", NULL},
                                      &aiol__py_core_type, &core, &evloop,
-                                     &PyDict_Type, &fd_to_key)) {
+                                     &PyDict_Type, &fd_to_key, &PyDict_Type,
+                                     &fds, &PyType_Type, &key_type)) {
+        return NULL;
+    }
+    if (!PyType_IsSubtype((PyTypeObject *)key_type, &PyTuple_Type)) {
+        PyErr_SetString(PyExc_TypeError, "key_type must be a tuple type");
         return NULL;
     }
     s = (Sched *)type->tp_alloc(type, 0);
     if (s == NULL) {
         return NULL;
     }
+    s->core = (Core *)Py_NewRef(core);
+    s->fd_to_key = Py_NewRef(fd_to_key);
+    s->fds = Py_NewRef(fds);
+    s->key_type = Py_NewRef(key_type);
     s->evloop = PyWeakref_NewRef(evloop, NULL);
-    if (s->evloop == NULL) {
+    s->io = s->evloop != NULL ? PyObject_GetAttrString((PyObject *)s, "_io")
+                              : NULL;
+    if (s->io == NULL) {
         Py_DECREF(s);
         return NULL;
     }
-    s->core = (Core *)Py_NewRef(core);
-    s->fd_to_key = Py_NewRef(fd_to_key);
     return (PyObject *)s;
 }
 
@@ -537,6 +531,9 @@ static int sched_traverse(Sched *s, visitproc visit, void *arg)
     Py_VISIT(s->core);
     Py_VISIT(s->evloop);
     Py_VISIT(s->fd_to_key);
+    Py_VISIT(s->fds);
+    Py_VISIT(s->key_type);
+    Py_VISIT(s->io);
     return 0;
 }
 
@@ -546,6 +543,9 @@ static int sched_clear(Sched *s)
     Py_CLEAR(s->core);
     Py_CLEAR(s->evloop);
     Py_CLEAR(s->fd_to_key);
+    Py_CLEAR(s->fds);
+    Py_CLEAR(s->key_type);
+    Py_CLEAR(s->io);
     return 0;
 }
 
@@ -570,6 +570,15 @@ static PyMethodDef sched_methods[] = {
      "handle, not queued."},
     {"_io", (PyCFunction)(void (*)(void))sched_io, METH_FASTCALL,
      "_io(fd, which)\n\nRuns fd's reader (0) or writer (1) Handle."},
+    {"_fd_slot", (PyCFunction)(void (*)(void))aiol__py_sched_fd_slot,
+     METH_FASTCALL,
+     "_fd_slot(fd, slot, on)\n\nMakes _io() fd's libaioloop reader (slot "
+     "0) or writer (1), or removes it."},
+    {"_io_set", (PyCFunction)(void (*)(void))aiol__py_sched_io_set,
+     METH_FASTCALL,
+     "_io_set(fd, slot, handle) -> the handle replaced\n\nMakes handle "
+     "fd's reader or writer (None: removes it), in the selector table and "
+     "in libaioloop."},
     {"_run", (PyCFunction)sched_run, METH_NOARGS,
      "_run()\n\nIterates until the EventLoop's stop() (run_forever())."},
     {"_close", (PyCFunction)sched_close, METH_NOARGS,
@@ -587,7 +596,8 @@ static PyMemberDef sched_members[] = {
 PyTypeObject aiol__py_sched_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "aioloop._speed.Sched",
-    .tp_doc = "Sched(core, evloop, fd_to_key): an aioloop EventLoop's "
+    .tp_doc = "Sched(core, evloop, fd_to_key, fds, key_type): an aioloop "
+              "EventLoop's "
               "call_soon() and readiness dispatch in C.",
     .tp_basicsize = sizeof(Sched),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,

@@ -183,21 +183,6 @@ PyObject *aiol__py_call_at_ns(Core *c, PyObject *const *args,
 
 /* ----------------------------------------------------------------- Fd */
 
-/*
- * The Python side of one fd's handler; its address is the C handler's
- * opaque.  aioloop.Loop keeps it (in _fds) while it is registered.
- */
-typedef struct {
-    PyObject_HEAD
-    PyObject *errs;   /* the loop's error list (not the loop: no cycle) */
-    PyObject *reader; /* (callback, args) or None */
-    PyObject *writer; /* (callback, args) or None */
-    PyObject *poll;   /* busy-poll callable or None */
-    int fd;
-    PyObject *weakrefs;
-} Fd;
-
-
 static void fd_run(Fd *r, PyObject *entry)
 {
     if (!aiol__py_is_set(entry)) {

@@ -5,6 +5,7 @@ asyncio's debug mode on, so every test here turns it off first; CPython's
 asyncio suite, asyncio_suite.py, runs without it.)"""
 import asyncio
 import contextvars
+import os
 import socket
 import threading
 
@@ -247,3 +248,47 @@ def test_run_forever_iterates_in_c_until_stop(loop):
     loop.call_soon(seen.append, "once")
     loop._run_once()
     assert seen[-1] == "once"
+
+
+def test_selector_table_in_c(loop):
+    a, b = socket.socketpair()
+    with a, b:
+        fd = a.fileno()
+        table = loop._selector._fd_to_key
+        rec = loop.aioloop._fds
+        loop.add_reader(fd, print)
+        loop.add_writer(fd, print)
+        key = loop._selector.get_key(fd)
+        assert key.events == 3 and key.fileobj == fd
+        assert rec[fd].reader is not None and rec[fd].writer is not None
+        old = key.data[0]
+        loop.add_reader(fd, print, "again")  # replaces (and cancels) it
+        assert old.cancelled()
+        assert loop.remove_reader(fd)
+        assert not loop.remove_reader(fd)
+        assert table[fd].events == 2 and table[fd].data[0] is None
+        assert rec[fd].reader is None and rec[fd].writer is not None
+        assert loop.remove_writer(fd)
+        assert fd not in table and fd not in rec
+
+        # Bad fds: a clear error, and neither table changed.
+        r, w = os.pipe()
+        os.close(r)
+        os.close(w)
+        with pytest.raises(OSError):
+            loop.add_reader(r, print)
+        assert r not in table and r not in rec
+        with pytest.raises(ValueError):
+            loop._add_reader(-1, print)
+        with pytest.raises(ValueError, match="loop's own"):
+            loop._add_reader(loop.aioloop._sig_r, print)
+        with pytest.raises(TypeError):
+            loop._sched._io_set("x", 0, None)
+        with pytest.raises(ValueError):
+            loop._sched._io_set(fd, 2, None)
+        assert fd not in table and fd not in rec
+
+        # Registered by object (register() and the like), removed by int.
+        loop.add_reader(a, print)
+        assert loop.remove_reader(fd)
+        assert fd not in table and fd not in rec
