@@ -28,7 +28,8 @@ import os
 import selectors
 import signal
 import threading
-from asyncio import events, futures, tasks, unix_events
+from asyncio import (base_events, events, futures, selector_events, tasks,
+                     unix_events)
 from asyncio.log import logger
 
 from . import Loop, _speed
@@ -99,6 +100,35 @@ class _Selector(selectors._BaseSelectorImpl):
             for key in list(self._fd_to_key.values()):
                 self._apply(key.fd, 0, key.events)
         super().close()
+
+
+class _SocketTransport(selector_events._SelectorSocketTransport):
+    """asyncio's socket transport, whose reads for a Protocol go through
+    the loop's Sched._recv() (one buffer, a bytes object of the size
+    read); the rest is asyncio's."""
+
+    def _read_ready__data_received(self):
+        if self._conn_lost:
+            return
+        try:
+            data = self._loop._sched._recv(self._sock_fd, self.max_size)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(exc, "Fatal read error on socket transport")
+            return
+        if data is None:
+            return  # (nothing there after all: the next readiness)
+        if not data:
+            self._read_ready__on_eof()
+            return
+        try:
+            self._protocol.data_received(data)
+        except (SystemExit, KeyboardInterrupt):
+            raise
+        except BaseException as exc:
+            self._fatal_error(
+                exc, "Fatal error: protocol.data_received() call failed.")
 
 
 class _TimerHandle(events.TimerHandle):
@@ -286,6 +316,10 @@ class EventLoop(unix_events.SelectorEventLoop):
             except RuntimeError:
                 pass  # (from another thread: it fires and is skipped)
 
+    def _make_socket_transport(self, sock, protocol, waiter=None, *,
+                               extra=None, server=None):
+        return _SocketTransport(self, sock, protocol, waiter, extra, server)
+
     # ------------------------------------------------- readers, writers
     # (asyncio's, for an int fd without the selector's generic steps: every
     # transport and sock_*() call registers and unregisters through these)
@@ -328,6 +362,45 @@ class EventLoop(unix_events.SelectorEventLoop):
             return False
         old.cancel()
         return True
+
+    # ------------------------------------------------------ sock_*()
+
+    async def sock_recv(self, sock, n):
+        """asyncio's sock_recv(); a wait's reader goes when the call ends
+        (no done callback on the future, no second callback to run)."""
+        if self._debug:
+            return await super().sock_recv(sock, n)
+        base_events._check_ssl_socket(sock)
+        try:
+            return sock.recv(n)
+        except (BlockingIOError, InterruptedError):
+            pass
+        return await self._sock_wait(sock, self._sock_recv, n)
+
+    async def sock_recv_into(self, sock, buf):
+        """asyncio's sock_recv_into(), its wait as sock_recv()'s."""
+        if self._debug:
+            return await super().sock_recv_into(sock, buf)
+        base_events._check_ssl_socket(sock)
+        try:
+            return sock.recv_into(buf)
+        except (BlockingIOError, InterruptedError):
+            pass
+        return await self._sock_wait(sock, self._sock_recv_into, buf)
+
+    async def _sock_wait(self, sock, reader, arg):
+        """Runs reader(fut, sock, arg) at each readiness of sock until it
+        resolves fut, and returns fut's result; the reader goes when this
+        returns, raises or is cancelled."""
+        fd = sock.fileno()
+        self._ensure_fd_no_transport(fd)
+        fut = self.create_future()
+        handle = self._add_reader(fd, reader, fut, sock, arg)
+        try:
+            return await fut
+        finally:
+            if not handle.cancelled():  # (else someone replaced it)
+                self._remove_reader(fd)
 
     # --------------------------------------------------------- running
 

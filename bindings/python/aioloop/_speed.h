@@ -78,6 +78,8 @@ typedef struct {
     PyObject *fds;       /* dict: fd -> Fd, the Loop's registrations */
     PyObject *key_type;  /* selectors.SelectorKey */
     PyObject *io;        /* our bound _io(): every fd's handler */
+    char *rbuf;          /* _recv()'s buffer, rbuf_size bytes, or NULL */
+    size_t rbuf_size;
     char closed;         /* set by _close(): nothing more runs */
     char debug;          /* the EventLoop's debug mode */
     PyObject *weakrefs;

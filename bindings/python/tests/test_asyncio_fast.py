@@ -292,3 +292,88 @@ def test_selector_table_in_c(loop):
         loop.add_reader(a, print)
         assert loop.remove_reader(fd)
         assert fd not in table and fd not in rec
+
+
+def test_transport_reads_through_the_loops_buffer(loop):
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        recv = loop._sched._recv
+        assert recv(a.fileno(), 16) is None          # nothing there
+        b.send(b"x" * 100)
+        assert recv(a.fileno(), 16) == b"x" * 16     # at most max_size
+        assert recv(a.fileno(), 1 << 20) == b"x" * 84  # (the buffer grows)
+        b.shutdown(socket.SHUT_WR)
+        assert recv(a.fileno(), 16) == b""           # EOF
+        r, w = os.pipe()
+        os.close(r)
+        os.close(w)
+        with pytest.raises(OSError):
+            recv(r, 16)
+        with pytest.raises(ValueError):
+            recv(a.fileno(), 0)
+
+    got = []
+
+    class Proto(asyncio.Protocol):
+        def connection_made(self, tr):
+            got.append(tr)
+
+        def data_received(self, data):
+            got.append(data)
+
+        def eof_received(self):
+            got.append("eof")
+
+    async def main():
+        c, d = socket.socketpair()
+        tr, _ = await loop.connect_accepted_socket(Proto, c)
+        d.setblocking(False)
+        await loop.sock_sendall(d, b"y" * 300000)  # more than one read
+        d.shutdown(socket.SHUT_WR)
+        while "eof" not in got:
+            await asyncio.sleep(0.01)
+        tr.close()
+        d.close()
+
+    loop.run_until_complete(main())
+    assert type(got[0]).__name__ == "_SocketTransport"
+    assert b"".join(x for x in got[1:-1]) == b"y" * 300000
+
+
+def test_sock_recv_wait_leaves_no_reader(loop):
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+        fd = a.fileno()
+
+        async def main():
+            # waits, then data
+            t = loop.create_task(loop.sock_recv(a, 10))
+            await asyncio.sleep(0.01)
+            assert fd in loop._selector._fd_to_key
+            b.send(b"abc")
+            assert await t == b"abc"
+            assert fd not in loop._selector._fd_to_key
+            # recv_into, waiting too
+            buf = bytearray(8)
+            t = loop.create_task(loop.sock_recv_into(a, buf))
+            await asyncio.sleep(0.01)
+            b.send(b"de")
+            assert await t == 2 and buf[:2] == b"de"
+            assert fd not in loop._selector._fd_to_key
+            # cancelled while waiting: the reader goes
+            t = loop.create_task(loop.sock_recv(a, 10))
+            await asyncio.sleep(0.01)
+            t.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t
+            assert fd not in loop._selector._fd_to_key
+            # the peer goes while it waits: EOF
+            t = loop.create_task(loop.sock_recv(a, 10))
+            await asyncio.sleep(0.01)
+            b.close()
+            assert await t == b""
+            assert fd not in loop._selector._fd_to_key
+
+        loop.run_until_complete(main())
