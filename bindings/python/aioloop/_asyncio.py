@@ -416,6 +416,15 @@ class EventLoop(unix_events.SelectorEventLoop):
 
     _run_in_c = False
 
+    # (asyncio's flag, kept in the Sched so that _run() reads it in C)
+    @property
+    def _stopping(self):
+        return self._sched.stopping
+
+    @_stopping.setter
+    def _stopping(self, value):
+        self._sched.stopping = bool(value)
+
     def _run_once(self):
         # From asyncio's run_forever(), which checks _stopping after each
         # call, the iterations until stop() go in C (Sched._run: the same

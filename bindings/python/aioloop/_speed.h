@@ -82,6 +82,7 @@ typedef struct {
     size_t rbuf_size;
     char closed;         /* set by _close(): nothing more runs */
     char debug;          /* the EventLoop's debug mode */
+    char stopping;       /* the EventLoop's _stopping (a property on it) */
     PyObject *weakrefs;
 } Sched;
 

@@ -52,7 +52,7 @@ static PyObject *sched_evloop(Sched *s)
     return e != NULL && e != Py_None ? e : NULL;
 }
 
-static PyObject *str_stopping, *str_handle_error, *str_run_handle, *str_remove_reader,
+static PyObject *str_handle_error, *str_run_handle, *str_remove_reader,
     *str_remove_writer, *str_cancelled, *str_callback, *str_args,
     *str_context;
 
@@ -449,21 +449,6 @@ static PyObject *sched_io(Sched *s, PyObject *const *args, Py_ssize_t nargs)
     return rc < 0 ? NULL : Py_NewRef(Py_None);
 }
 
-/* The EventLoop's _stopping: 1, 0, or -1 with an exception. */
-static int sched_stopping(Sched *s)
-{
-    PyObject *evloop = sched_evloop(s), *flag;
-    int rc;
-
-    if (evloop == NULL) {
-        return 1;
-    }
-    flag = PyObject_GetAttr(evloop, str_stopping);
-    rc = flag != NULL ? PyObject_IsTrue(flag) : -1;
-    Py_XDECREF(flag);
-    return rc;
-}
-
 /*
  * _run(): the iterations of run_forever() until stop(), in C: each one
  * polls, blocking unless stop() was called before it, and the run ends
@@ -472,19 +457,16 @@ static int sched_stopping(Sched *s)
  */
 static PyObject *sched_run(Sched *s, PyObject *unused)
 {
-    int stopping = sched_stopping(s);
+    int64_t deadline = s->stopping ? 0 : AIOL_DEADLINE_NONE;
 
     (void)unused;
-    while (stopping >= 0) {
-        if (aiol__py_core_poll(s->core, stopping ? 0 : AIOL_DEADLINE_NONE) < 0) {
+    do {
+        if (aiol__py_core_poll(s->core, deadline) < 0) {
             return NULL;
         }
-        stopping = sched_stopping(s); /* (also the next iteration's) */
-        if (stopping > 0) {
-            Py_RETURN_NONE;
-        }
-    }
-    return NULL;
+        deadline = AIOL_DEADLINE_NONE; /* (stop() was not called) */
+    } while (!s->stopping);
+    Py_RETURN_NONE;
 }
 
 /*
@@ -645,6 +627,9 @@ static PyMemberDef sched_members[] = {
     {"debug", T_BOOL, offsetof(Sched, debug), 0,
      "The EventLoop's debug mode: readiness runs through its _run_handle()."},
     {"closed", T_BOOL, offsetof(Sched, closed), READONLY, NULL},
+    {"stopping", T_BOOL, offsetof(Sched, stopping), 0,
+     "The EventLoop's _stopping: _run() ends after the iteration that "
+     "sets it."},
     {NULL, 0, 0, 0, NULL},
 };
 
@@ -671,7 +656,6 @@ int aiol__py_asyncio_ready(void)
         PyObject **str;
         const char *text;
     } names[] = {
-        {&str_stopping, "_stopping"},
         {&str_handle_error, "_aiol_handle_error"},
         {&str_run_handle, "_run_handle"},
         {&str_remove_reader, "_remove_reader"},
