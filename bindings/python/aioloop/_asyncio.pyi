@@ -1,5 +1,6 @@
 # SPDX-License-Identifier: MIT
 # Type information for aioloop._asyncio: asyncio on libaioloop.
+import socket
 from asyncio import unix_events
 from collections.abc import Coroutine
 from typing import Any, TypeVar
@@ -14,6 +15,8 @@ class EventLoop(unix_events.SelectorEventLoop):
                  reentrant: bool = ...) -> None: ...
     @property
     def aioloop(self) -> Loop: ...
+    # (CPython's runtime name, which typeshed spells nbytes)
+    async def sock_recv(self, sock: socket.socket, n: int) -> bytes: ...
 
 class EventLoopPolicy(unix_events.DefaultEventLoopPolicy):
     """asyncio's default policy, whose loops are aioloop EventLoops."""
