@@ -474,6 +474,24 @@ int aiol__py_core_poll(Core *c, int64_t deadline)
     return progress;
 }
 
+int aiol__py_core_run_soon(Core *c)
+{
+    if (c->len == 0) {
+        return 0;
+    }
+    Py_INCREF(c);
+    c->depth++; /* (as in a poll: close() from a callback is refused) */
+    core_bh(c);
+    c->depth--;
+    if (PyList_GET_SIZE(c->errs) > 0) {
+        raise_first_error(c);
+        Py_DECREF(c);
+        return -1;
+    }
+    Py_DECREF(c);
+    return 1;
+}
+
 static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
                            PyObject *kwnames)
 {

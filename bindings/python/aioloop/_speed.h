@@ -124,6 +124,12 @@ int aiol__py_handle_clear(Handle *h);
  * The loop's thread.
  */
 int aiol__py_core_poll(Core *c, int64_t deadline);
+/**
+ * Runs the call_soon FIFO's current slice now, outside a poll (its
+ * bottom half is then unscheduled if it emptied): 1 if it ran some, 0 if
+ * it was empty, -1 with the exception a callback raised.
+ */
+int aiol__py_core_run_soon(Core *c);
 /** Queues the Handle @p h on the call_soon FIFO (a new reference); 0 or -1. */
 int aiol__py_core_push(Core *c, PyObject *h);
 

@@ -465,6 +465,14 @@ static PyObject *sched_run(Sched *s, PyObject *unused)
             return NULL;
         }
         deadline = AIOL_DEADLINE_NONE; /* (stop() was not called) */
+        /*
+         * What this iteration's readers and timers queued (a task their
+         * future woke) runs now, as the next iteration's first step would,
+         * without the fd wait of an iteration before it.
+         */
+        if (!s->stopping && aiol__py_core_run_soon(s->core) < 0) {
+            return NULL;
+        }
     } while (!s->stopping);
     Py_RETURN_NONE;
 }

@@ -377,3 +377,44 @@ def test_sock_recv_wait_leaves_no_reader(loop):
             assert fd not in loop._selector._fd_to_key
 
         loop.run_until_complete(main())
+
+
+def test_what_an_iteration_queues_runs_before_the_next_wait(loop):
+    # A chain of call_soon()s, each queued by the one before: run_forever
+    # runs what an iteration queued right after it, then waits once more
+    # (never an endless chain without looking at fds): an iteration, with
+    # its fd wait, for every two links, not for every link (counted by
+    # libaioloop; io_uring makes no syscall for a wait that cannot block,
+    # so the count is of iterations).
+    left = [1000]
+
+    def link():
+        left[0] -= 1
+        if left[0]:
+            loop.call_soon(link)
+        else:
+            loop.stop()
+
+    loop.call_soon(link)
+    before = loop.aioloop.stats()
+    loop.run_forever()
+    after = loop.aioloop.stats()
+    assert left[0] == 0
+    assert after["iterations"] - before["iterations"] <= 500 + 2
+    # A reader that wakes a task: the task runs before the next wait too.
+    a, b = socket.socketpair()
+    with a, b:
+        a.setblocking(False)
+
+        async def ping(n):
+            for _ in range(n):
+                b.send(b"x")
+                assert await loop.sock_recv(a, 1) == b"x"
+
+        loop.run_until_complete(ping(10))   # (warm-up)
+        before = loop.aioloop.stats()
+        loop.run_until_complete(ping(100))
+        after = loop.aioloop.stats()
+        # (one iteration per message: the one that sees the byte; none
+        # for running the woken task)
+        assert after["iterations"] - before["iterations"] <= 100 + 5
