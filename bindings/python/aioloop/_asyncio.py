@@ -105,9 +105,20 @@ class _Selector(selectors._BaseSelectorImpl):
 class _SocketTransport(selector_events._SelectorSocketTransport):
     """asyncio's socket transport, whose reads for a Protocol go through
     the loop's Sched._recv() (one buffer, a bytes object of the size
-    read); the rest is asyncio's."""
+    read), with no trampoline between the reader and the read; the rest
+    is asyncio's."""
 
-    def _read_ready__data_received(self):
+    _aiol_buffered = False
+
+    def set_protocol(self, protocol):
+        super().set_protocol(protocol)
+        self._aiol_buffered = isinstance(protocol, asyncio.BufferedProtocol)
+
+    def _read_ready(self):
+        # (the reader: asyncio's calls _read_ready_cb, one of the two)
+        if self._aiol_buffered:
+            self._read_ready__get_buffer()
+            return
         if self._conn_lost:
             return
         try:
@@ -129,6 +140,8 @@ class _SocketTransport(selector_events._SelectorSocketTransport):
         except BaseException as exc:
             self._fatal_error(
                 exc, "Fatal error: protocol.data_received() call failed.")
+
+    _read_ready__data_received = _read_ready  # (for a Protocol, the same)
 
 
 class _TimerHandle(events.TimerHandle):

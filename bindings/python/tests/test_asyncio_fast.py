@@ -418,3 +418,37 @@ def test_what_an_iteration_queues_runs_before_the_next_wait(loop):
         # (one iteration per message: the one that sees the byte; none
         # for running the woken task)
         assert after["iterations"] - before["iterations"] <= 100 + 5
+
+
+def test_transport_switches_to_a_buffered_protocol(loop):
+    got = []
+
+    class Plain(asyncio.Protocol):
+        def data_received(self, data):
+            got.append(("plain", data))
+
+    class Buffered(asyncio.BufferedProtocol):
+        buf = bytearray(64)
+
+        def get_buffer(self, sizehint):
+            return self.buf
+
+        def buffer_updated(self, n):
+            got.append(("buffered", bytes(self.buf[:n])))
+
+    async def main():
+        c, d = socket.socketpair()
+        d.setblocking(False)
+        tr, _ = await loop.connect_accepted_socket(Plain, c)
+        await loop.sock_sendall(d, b"one")
+        while not got:
+            await asyncio.sleep(0.01)
+        tr.set_protocol(Buffered())
+        await loop.sock_sendall(d, b"two")
+        while len(got) < 2:
+            await asyncio.sleep(0.01)
+        tr.close()
+        d.close()
+
+    loop.run_until_complete(main())
+    assert got == [("plain", b"one"), ("buffered", b"two")]
