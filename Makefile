@@ -23,7 +23,7 @@ MESON_TEST  := meson test --print-errorlogs --num-processes 2
 # Debian packages the build, the tests and the benchmarks need.
 DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
             libcmocka-dev python3 liburing-dev libuv1-dev \
-            python3-cffi python3-pytest python3-dev python3-hypothesis mypy \
+            python3-cffi python3-pytest python3-dev python3-hypothesis mypy python3-dbg \
             libglib2.0-dev libev-dev abigail-tools liblua5.4-dev lua5.4
 # The check builds require the host-loop adapters and the Lua binding
 # (meson would skip one whose library is missing), so a missing one fails
