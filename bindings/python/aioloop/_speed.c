@@ -425,28 +425,33 @@ static int64_t poll_deadline(PyObject *blocking, PyObject *timeout)
     return aiol_mono_time_get() + (int64_t)t;
 }
 
-static PyObject *raise_first_error(Core *c)
+/*
+ * After a run of callbacks: raises the first exception they kept on errs
+ * (dropping the rest) and returns -1, or returns 0 if they raised none.
+ */
+static int raise_kept_error(Core *c)
 {
-    PyObject *e = PyList_GET_ITEM(c->errs, 0);
+    PyObject *e;
 
-    Py_INCREF(e);
+    if (PyList_GET_SIZE(c->errs) == 0) {
+        return 0;
+    }
+    e = Py_NewRef(PyList_GET_ITEM(c->errs, 0));
     if (PyList_SetSlice(c->errs, 0, PyList_GET_SIZE(c->errs), NULL) < 0) {
         Py_DECREF(e);
-        return NULL;
+        return -1;
     }
     Py_INCREF(Py_TYPE(e));
     PyErr_Restore((PyObject *)Py_TYPE(e), e, PyException_GetTraceback(e));
-    return NULL;
+    return -1;
 }
 
-int aiol__py_core_poll(Core *c, int64_t deadline)
+/* aiol__py_core_poll() once the caller checked the loop and the thread. */
+static int core_poll_owned(Core *c, int64_t deadline)
 {
     bool progress;
+    int rc;
 
-    if ((c->loop == NULL || PyThread_get_thread_ident() != c->owner) &&
-        aiol__py_core_owned(c, "poll") < 0) {
-        return -1;
-    }
     if (deadline != 0 && c->on_block != NULL) {
         PyObject *fn = c->on_block, *res;
 
@@ -462,20 +467,27 @@ int aiol__py_core_poll(Core *c, int64_t deadline)
     c->depth++;
     progress = aiol_loop_poll_deadline(c->loop, deadline);
     c->depth--;
-    if (PyList_GET_SIZE(c->errs) > 0) {
-        raise_first_error(c);
-        Py_DECREF(c);
-        return -1;
-    }
+    rc = raise_kept_error(c);
     Py_DECREF(c);
-    if (deadline != 0 && PyErr_CheckSignals() < 0) {
-        return -1; /* (Ctrl-C during the wait: KeyboardInterrupt) */
+    if (rc < 0 || (deadline != 0 && PyErr_CheckSignals() < 0)) {
+        return -1; /* (or Ctrl-C during the wait: KeyboardInterrupt) */
     }
     return progress;
 }
 
+int aiol__py_core_poll(Core *c, int64_t deadline)
+{
+    if ((c->loop == NULL || PyThread_get_thread_ident() != c->owner) &&
+        aiol__py_core_owned(c, "poll") < 0) {
+        return -1;
+    }
+    return core_poll_owned(c, deadline);
+}
+
 int aiol__py_core_run_soon(Core *c)
 {
+    int rc;
+
     if (c->len == 0) {
         return 0;
     }
@@ -483,13 +495,9 @@ int aiol__py_core_run_soon(Core *c)
     c->depth++; /* (as in a poll: close() from a callback is refused) */
     core_bh(c);
     c->depth--;
-    if (PyList_GET_SIZE(c->errs) > 0) {
-        raise_first_error(c);
-        Py_DECREF(c);
-        return -1;
-    }
+    rc = raise_kept_error(c);
     Py_DECREF(c);
-    return 1;
+    return rc < 0 ? -1 : 1;
 }
 
 static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
@@ -510,7 +518,7 @@ static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
     if (deadline < 0) {
         return NULL;
     }
-    progress = aiol__py_core_poll(c, deadline);
+    progress = core_poll_owned(c, deadline);
     return progress < 0 ? NULL : PyBool_FromLong(progress);
 }
 

@@ -384,9 +384,8 @@ static int io_run(Sched *s, PyObject *handle, PyObject *key, int which)
         /* (ours, from _handle(): its fields, no attribute lookups) */
         return a->h.cb == NULL ? io_cancelled(s, key, which) : ahandle_call(a);
     }
-    if (s->debug && sched_evloop(s) != NULL) {
-        flag = PyObject_CallMethodOneArg(sched_evloop(s), str_run_handle,
-                                         handle);
+    if (s->debug && (flag = sched_evloop(s)) != NULL) {
+        flag = PyObject_CallMethodOneArg(flag, str_run_handle, handle);
         Py_XDECREF(flag);
         return flag != NULL ? 0 : -1;
     }
