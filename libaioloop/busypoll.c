@@ -10,6 +10,10 @@
  * how long the loop blocked, with QEMU's poll-max-ns / poll-grow /
  * poll-shrink rules (see aiol_loop_poll_params_set()).
  *
+ * The fd monitor may take part (its spin_begin and spin_check ops): the
+ * io_uring monitor submits queued requests before the window opens, and
+ * a completion in its ring ends the window, as work would.
+ *
  * Fairness: the window never runs past the iteration's deadline (a due
  * timer or bottom half ends it), a notify from another thread (a bottom
  * half scheduled there, aiol_loop_notify()) ends it at the next round,
@@ -29,6 +33,7 @@
 #include <stdlib.h>
 
 #include "busypoll-priv.h"
+#include "fdmon.h"
 
 /* A polled handler without progress for this long stops being polled. */
 #define AIOL__POLL_IDLE_NS (7 * 1000 * 1000)
@@ -200,6 +205,9 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
     /* now + poll_ns, saturated at the deadline (AIOL_DEADLINE_NONE too). */
     end = loop->poll_ns < deadline_ns - now_ns ? now_ns + loop->poll_ns
                                                : deadline_ns;
+    if (loop->fdmon->spin_begin != NULL) {
+        loop->fdmon->spin_begin(loop);
+    }
     for (;;) {
         enum round_result res;
 
@@ -210,6 +218,10 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
         }
         res = poll_round(loop, ready, now_ns);
         if (res == ROUND_WORK) {
+            return true;
+        }
+        /* Completions on the monitor (a request's): the wait reaps them. */
+        if (loop->fdmon->spin_check != NULL && loop->fdmon->spin_check(loop)) {
             return true;
         }
         if (res == ROUND_IDLE || now_ns >= end) {

@@ -392,6 +392,36 @@ static void uring_flush(aiol_loop *loop)
     (void)aiol__uring_ring_look(loop, s);
 }
 
+/*
+ * Busy polling is about to spin: requests queued since the last wait go
+ * to the kernel now, so a fast device completes them within the window.
+ * Registration changes wait for the wait: re-arming fds that fired would
+ * cost an entry per iteration for completions the window does not need.
+ */
+static void uring_spin_begin(aiol_loop *loop)
+{
+    aiol__uring_state *s = loop->fdmon_state;
+
+    if (io_uring_sq_ready(&s->ring) != 0) {
+        aiol__uring_ring_bind(loop, s);
+        (void)aiol__uring_ring_look(loop, s);
+    }
+}
+
+/*
+ * A CQE in the ring, or completion work the kernel holds for us (the
+ * bound ring defers it: IORING_SQ_TASKRUN) or overflowed: the wait's look
+ * reaps it.
+ */
+static bool uring_spin_check(aiol_loop *loop)
+{
+    aiol__uring_state *s = loop->fdmon_state;
+
+    return io_uring_cq_ready(&s->ring) != 0 ||
+           (IO_URING_READ_ONCE(*s->ring.sq.kflags) &
+            (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
+}
+
 static bool uring_pending(aiol_loop *loop)
 {
     aiol__uring_state *s = loop->fdmon_state;
@@ -462,6 +492,8 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .update = uring_update,
     .wait = uring_wait,
     .pending = uring_pending,
+    .spin_begin = uring_spin_begin,
+    .spin_check = uring_spin_check,
     .embed = &(const aiol__fdmon_embed_ops){
         .get_fd = uring_get_fd,
         .flush = uring_flush,

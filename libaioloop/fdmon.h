@@ -179,6 +179,20 @@ typedef struct aiol__fdmon_ops {
      * -ENOTSUP.
      */
     void (*forget)(aiol_loop *loop);
+    /*
+     * Optional.  Busy polling is about to spin (busypoll.c): hands the
+     * kernel work queued for the next wait (io_uring requests), so that
+     * it runs while the loop spins instead of after.  Polling thread,
+     * lock not held.
+     */
+    void (*spin_begin)(aiol_loop *loop);
+    /*
+     * Optional.  True when completions wait for the next wait to reap
+     * them, seen without a syscall; busy polling then ends its window and
+     * the iteration looks instead.  Called every round: cheap.  Polling
+     * thread, lock not held.
+     */
+    bool (*spin_check)(aiol_loop *loop);
     const aiol__fdmon_embed_ops *embed; /* optional: NULL, no host loop */
     const aiol__fdmon_req_ops *requests; /* optional: NULL, no requests */
 } aiol__fdmon_ops;

@@ -85,4 +85,60 @@ static inline uint64_t lw_idle_look_waits(aiol_loop *loop)
     return strcmp(aiol_loop_fdmon_get(loop), "io_uring") == 0 ? 0 : 1;
 }
 
+static inline void lw_count_cb(void *opaque)
+{
+    (*(int *)opaque)++;
+}
+
+/*
+ * Arms a timer @p ns ahead and runs blocking polls until it fired.
+ * Returns the number of polls.
+ */
+static inline int lw_wait_timer(aiol_loop *loop, int64_t ns)
+{
+    aiol_clock *c = aiol_loop_clock_get(loop);
+    aiol_timer *t;
+    int fired = 0, polls = 0;
+
+    if (aiol_timer_new(c, lw_count_cb, &fired, &t) != 0 ||
+        aiol_timer_mod(t, aiol_clock_time_get(c) + ns) != 0) {
+        fprintf(stderr, "loopwatch: cannot arm a timer\n");
+        abort();
+    }
+    while (!fired) {
+        aiol_loop_poll(loop, true);
+        if (++polls >= 1000000) {
+            fprintf(stderr, "loopwatch: the timer never fired\n");
+            abort();
+        }
+    }
+    aiol_timer_free(t);
+    return polls;
+}
+
+/* True when a non-blocking poll does a busy-poll round (window open). */
+static inline bool lw_window_open(aiol_loop *loop)
+{
+    uint64_t before = lw_stats(loop).poll_rounds;
+
+    aiol_loop_poll(loop, false);
+    return lw_stats(loop).poll_rounds > before;
+}
+
+/*
+ * Opens the busy-poll window (busy polling enabled, a polled handler set)
+ * with short waits; a few tries, in case the machine was too slow to wake
+ * within the window's max once.  False if it never opened.
+ */
+static inline bool lw_window_open_try(aiol_loop *loop)
+{
+    for (int i = 0; i < 20; i++) {
+        lw_wait_timer(loop, LW_US(100));
+        if (lw_window_open(loop)) {
+            return true;
+        }
+    }
+    return false;
+}
+
 #endif /* AIOLOOP_TESTS_LOOPWATCH_H */

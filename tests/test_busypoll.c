@@ -109,31 +109,6 @@ static void ph_del(ph *h)
     close(h->fd);
 }
 
-static void cb_flag(void *opaque)
-{
-    (*(int *)opaque)++;
-}
-
-/*
- * Arms a timer @p ns ahead and runs blocking polls until it fired.
- * Returns the number of polls.
- */
-static int wait_timer(aiol_loop *loop, int64_t ns)
-{
-    aiol_clock *c = aiol_loop_clock_get(loop);
-    aiol_timer *t;
-    int fired = 0, polls = 0;
-
-    assert_int_equal(aiol_timer_new(c, cb_flag, &fired, &t), 0);
-    assert_int_equal(aiol_timer_mod(t, aiol_clock_time_get(c) + ns), 0);
-    while (!fired) {
-        aiol_loop_poll(loop, true);
-        assert_true(++polls < 1000000);
-    }
-    aiol_timer_free(t);
-    return polls;
-}
-
 /*
  * The window's max in these tests, and a wait longer than it.  Generous,
  * so that a test thread preempted for a few ms on a loaded machine does
@@ -147,28 +122,11 @@ static uint64_t rounds(aiol_loop *loop)
     return lw_stats(loop).poll_rounds;
 }
 
-/* True when a non-blocking poll does a busy-poll round (window open). */
-static bool window_open(aiol_loop *loop)
-{
-    uint64_t before = rounds(loop);
-
-    aiol_loop_poll(loop, false);
-    return rounds(loop) > before;
-}
-
-/*
- * Opens the window with short waits; a few tries, in case the machine was
- * too slow to wake within max_ns once.
- */
 static void open_window(aiol_loop *loop)
 {
-    for (int i = 0; i < 20; i++) {
-        wait_timer(loop, LW_US(100));
-        if (window_open(loop)) {
-            return;
-        }
+    if (!lw_window_open_try(loop)) {
+        fail_msg("the busy-poll window never opened");
     }
-    fail_msg("the busy-poll window never opened");
 }
 
 static aiol_loop *settled_loop(void)
@@ -194,7 +152,7 @@ static void test_busypoll_dispatches_poll_ready(void **state)
 
     /* disabled by default: work is not seen, no rounds at all */
     h.work = true;
-    wait_timer(loop, LW_US(100));
+    lw_wait_timer(loop, LW_US(100));
     assert_false(aiol_loop_poll(loop, false));
     assert_int_equal(h.polls + h.begins + h.readies, 0);
     assert_int_equal(rounds(loop), 0);
@@ -264,7 +222,7 @@ static void test_busypoll_begin_end(void **state)
     assert_int_equal(h.ends, 0);
 
     /* a wait longer than max: shrink 0 resets the window, polling ends */
-    wait_timer(loop, LONG_WAIT_NS);
+    lw_wait_timer(loop, LONG_WAIT_NS);
     assert_int_equal(h.ends, 1);
     assert_int_equal(h.begins, 1);
     r = rounds(loop);
@@ -295,15 +253,15 @@ static void test_busypoll_grow_shrink(void **state)
     /* shrink 2 halves the window after a long wait: it stays open */
     assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 2), 0);
     open_window(loop);
-    wait_timer(loop, LONG_WAIT_NS);
+    lw_wait_timer(loop, LONG_WAIT_NS);
     /* polling ended before the loop slept: notifications were back on */
     assert_int_equal(h.ends, h.begins);
-    assert_true(window_open(loop));
+    assert_true(lw_window_open(loop));
 
     /* shrink 0 resets it: closed, and poll_end ran */
     assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
-    wait_timer(loop, LONG_WAIT_NS);
-    assert_false(window_open(loop));
+    lw_wait_timer(loop, LONG_WAIT_NS);
+    assert_false(lw_window_open(loop));
     assert_int_equal(h.ends, h.begins);
 
     /* an explicit grow factor opens it as well */
@@ -314,9 +272,9 @@ static void test_busypoll_grow_shrink(void **state)
 
     /* max 0 disables polling at once */
     assert_int_equal(aiol_loop_poll_params_set(loop, 0, 0, 0), 0);
-    assert_false(window_open(loop));
-    wait_timer(loop, LW_US(100));
-    assert_false(window_open(loop));
+    assert_false(lw_window_open(loop));
+    lw_wait_timer(loop, LW_US(100));
+    assert_false(lw_window_open(loop));
     ph_del(&h);
     aiol_loop_free(loop);
 }
@@ -334,15 +292,15 @@ static void test_busypoll_params_invalid(void **state)
     assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(1), 0, -1),
                      -EINVAL);
     /* rejected calls left polling disabled */
-    wait_timer(loop, LW_US(100));
-    assert_false(window_open(loop));
+    lw_wait_timer(loop, LW_US(100));
+    assert_false(lw_window_open(loop));
     assert_int_equal(rounds(loop), 0);
 
     /* and leave an enabled configuration alone */
     assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     open_window(loop);
     assert_int_equal(aiol_loop_poll_params_set(loop, -5, 0, 0), -EINVAL);
-    assert_true(window_open(loop));
+    assert_true(lw_window_open(loop));
     ph_del(&h);
     aiol_loop_free(loop);
 }
@@ -363,8 +321,8 @@ static void test_busypoll_params_saturate(void **state)
                                                INT64_MAX), 0);
     open_window(loop);
     for (int i = 0; i < 3; i++) {
-        assert_int_equal(wait_timer(loop, LW_US(200)), 1);
-        assert_true(window_open(loop));
+        assert_int_equal(lw_wait_timer(loop, LW_US(200)), 1);
+        assert_true(lw_window_open(loop));
     }
     ph_del(&h);
     aiol_loop_free(loop);
@@ -384,7 +342,7 @@ static void test_busypoll_never_starves_fds(void **state)
     (void)state;
     ph_add(&a, loop, false);
     a.always = true;                     /* work on every single poll */
-    assert_int_equal(aiol_fd_set(loop, efd, cb_flag, NULL, NULL, &reads), 0);
+    assert_int_equal(aiol_fd_set(loop, efd, lw_count_cb, NULL, NULL, &reads), 0);
     /* a max far above any wait here: the window stays open */
     assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
@@ -442,7 +400,7 @@ static void test_busypoll_due_timer_fires(void **state)
      * timer must still fire in the first iteration that starts once it is
      * due.
      */
-    assert_int_equal(aiol_timer_new(c, cb_flag, &fired, &t), 0);
+    assert_int_equal(aiol_timer_new(c, lw_count_cb, &fired, &t), 0);
     for (int round = 0; round < 3; round++) {
         readies = a.readies;
         deadline = aiol_clock_time_get(c) + LW_MS(1);
@@ -478,7 +436,7 @@ static void test_busypoll_notify_ends_window(void **state)
     assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 1000, 0), 0);
     open_window(loop);
     for (int i = 0; i < 3; i++) {
-        wait_timer(loop, LW_US(100));
+        lw_wait_timer(loop, LW_US(100));
     }
     a.notify_at = a.polls + 3;
     aiol_loop_poll(loop, true);
@@ -508,7 +466,7 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     /* ~20 ms of 1 ms waits: well past the 7 ms without progress */
     end = aiol_mono_time_get() + LW_MS(20);
     while (aiol_mono_time_get() < end) {
-        wait_timer(loop, LW_MS(1));
+        lw_wait_timer(loop, LW_MS(1));
     }
     assert_int_equal(h.ends, h.begins);
 
@@ -522,7 +480,7 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     begins = h.begins;
     iterations = 0;
     for (int i = 0; i < 5; i++) {
-        iterations += wait_timer(loop, LW_MS(1));
+        iterations += lw_wait_timer(loop, LW_MS(1));
     }
     assert_true(rounds(loop) - r <= (uint64_t)iterations + 5);
     assert_int_equal(h.polls, polls);
@@ -531,7 +489,7 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     /* its fd fires: polled again (a new begin), at the latest soon after */
     tu_eventfd_signal(h.fd);
     for (int i = 0; i < 5 && h.polls == polls; i++) {
-        wait_timer(loop, LW_US(500));
+        lw_wait_timer(loop, LW_US(500));
     }
     assert_int_equal(h.reads, 1);
     assert_true(h.polls > polls);
@@ -553,7 +511,7 @@ static void test_busypoll_idle_clock_starts_at_first_poll(void **state)
     (void)state;
     ph_add(&h, loop, true);
     h.drain = true;
-    wait_timer(loop, LW_MS(10));         /* longer than the 7 ms limit */
+    lw_wait_timer(loop, LW_MS(10));         /* longer than the 7 ms limit */
     assert_int_equal(h.polls, 0);
     assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
     open_window(loop);
@@ -586,11 +544,11 @@ static void test_busypoll_disable_calls_poll_end(void **state)
 
     assert_int_equal(aiol_loop_poll_params_set(loop, 0, 0, 0), 0);
     for (int i = 0; i < 3; i++) {
-        wait_timer(loop, LW_MS(2));
+        lw_wait_timer(loop, LW_MS(2));
         aiol_loop_poll(loop, false);
     }
     polls = h.polls;
-    assert_false(window_open(loop));
+    assert_false(lw_window_open(loop));
     assert_int_equal(h.polls, polls);          /* no longer polled... */
     assert_int_equal(h.ends, 1);               /* ...so it was told so */
     ph_del(&h);
@@ -632,7 +590,7 @@ static void test_busypoll_removed_handler_untouched_when_window_closes(
     assert_int_equal(aiol_bh_new(loop, cb_nop, NULL, &bh), 0);
     aiol_bh_schedule(bh);              /* due: busy polling is skipped */
     assert_true(aiol_loop_poll(loop, true));
-    assert_false(window_open(loop));
+    assert_false(lw_window_open(loop));
     assert_int_equal(h.ends, ends);
     assert_int_equal(h.polls, polls);
     aiol_bh_free(bh);
