@@ -44,7 +44,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
-        check-notifiers bench-notifiers bench-vmm bench-vhost bench-vhost-guest \
+        check-notifiers bench-notifiers bench-qemu-img bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives deb deb-deps check-deb
 
 all: deps
@@ -366,6 +366,17 @@ check-qtest: all qemu
 bench-notifiers: all
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/notifiers.sh bench $(QEMU_WORK) $(if $(findstring --quick,$(BENCH_ARGS)),--quick)
+
+# qemu-img bench, aio=io_uring, O_DIRECT, 4 KiB reads and writes at depths
+# 1, 8 and 32: stock 7.2, the fork on libaioloop's epoll and on its io_uring
+# (requests on the AioContext's ring), interleaved, on a file on a real
+# filesystem and (as root) a loop device; io_uring_enter calls per request.
+# IMG_BENCH_ARGS go to img_bench.py (--rounds, --dir, --json...).
+bench-qemu-img: bench-deps
+	integrations/qemu/build.sh --both --all $(QEMU_WORK)
+	/usr/bin/python3 integrations/qemu/bench/img_bench.py \
+	  --stock $(QEMU_WORK)/stock-build/qemu-img --fork $(QEMU_WORK)/fork-build/qemu-img \
+	  $(if $(filter 0,$(shell id -u)),--loop) $(IMG_BENCH_ARGS)
 
 # libaioloop-vmm on real /dev/kvm: MSI routes per vector against batched,
 # host notifiers one transaction each against one (exits 77 without KVM).
