@@ -87,6 +87,7 @@ static void state_free(aiol_loop *loop)
 {
     aiol__uring_state *s = loop->fdmon_state;
 
+    aiol__uring_bufs_drop_all(s);
     free(s->done);
     free(s->fds);
     free(s->dirty);

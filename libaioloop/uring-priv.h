@@ -6,7 +6,8 @@
  *   - uring-ring.c, the ring's lifecycle: bound and shared rings, and
  *     the calls that enter the kernel;
  *   - uring-req.c, the request engine behind aioloop/uring.h, whose
- *     public entry points are in uring.c.
+ *     public entry points are in uring.c;
+ *   - uring-net.c, buffer groups, multishot receives and sends on it.
  * Every function here runs on the polling thread unless it says more.
  */
 #ifndef AIOLOOP_URING_PRIV_H
@@ -53,6 +54,9 @@ typedef struct aiol__uring_state {
                                   (requests pinned it): keep it bound */
     aiol__uring_done *done;    /* completions to dispatch, done[head..n) */
     size_t done_head, ndone, done_cap;
+    /* Buffer groups (uring-net.c); polling thread. */
+    AIOL_LIST_HEAD(, aiol_uring_bufs) bufs;
+    uint16_t next_bgid;        /* the next group id to try */
 } aiol__uring_state;
 
 /* ------------------------------------------------------- uring-ring.c */
@@ -122,6 +126,27 @@ int aiol__uring_cancel(aiol_uring_req *req);
 int aiol__uring_flush(aiol_loop *loop);
 int aiol__uring_drain(aiol_loop *loop);
 unsigned aiol__uring_pending(aiol_loop *loop);
+
+/* -------------------------------------------------------- uring-net.c */
+
+/*
+ * With no receive in flight: every buffer group reset and registered
+ * (again) on @ring, a rebuilt one or s->ring.  0, or the kernel's error.
+ */
+int aiol__uring_bufs_move(aiol__uring_state *s, struct io_uring *ring);
+/* Loop teardown or a fork child: frees every group, entering no kernel. */
+void aiol__uring_bufs_drop_all(aiol__uring_state *s);
+
+/* The socket API of aioloop/uring.h (uring.c checks its arguments). */
+int aiol__uring_bufs_new(aiol_loop *loop, unsigned count, unsigned size,
+                         aiol_uring_bufs **out);
+void aiol__uring_bufs_free(aiol_uring_bufs *bufs);
+int aiol__uring_recv_submit(aiol_loop *loop, int fd, aiol_uring_bufs *bufs,
+                           aiol_recv_fn *cb, void *opaque,
+                           aiol_uring_recv **out);
+int aiol__uring_recv_cancel(aiol_uring_recv *r);
+int aiol__uring_send_submit(aiol_loop *loop, int fd, const void *buf, size_t len,
+                     aiol_cqe_fn *done, void *opaque);
 #endif
 
 #endif /* AIOLOOP_URING_PRIV_H */

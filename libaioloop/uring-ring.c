@@ -92,6 +92,13 @@ int aiol__uring_ring_rebuild_shared(aiol_loop *loop, aiol__uring_state *s)
         s->shared = false; /* (set by the create, for the fresh ring) */
         return ret;
     }
+    ret = aiol__uring_bufs_move(s, &fresh);
+    if (ret < 0) {
+        io_uring_queue_exit(&fresh);
+        s->shared = false;
+        (void)aiol__uring_bufs_move(s, &s->ring); /* (their rings were reset) */
+        return ret;
+    }
     io_uring_queue_exit(&s->ring); /* cancels the old ring's polls */
     s->ring = fresh;
     aiol__lock(loop);

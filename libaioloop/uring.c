@@ -81,3 +81,79 @@ unsigned aiol_uring_pending_get(aiol_loop *loop)
     return 0;
 #endif
 }
+
+int aiol_uring_bufs_new(aiol_loop *loop, unsigned count, unsigned size,
+                        aiol_uring_bufs **out)
+{
+    aiol__check(out != NULL, "out is NULL");
+    if (!on_uring(loop)) {
+        return -ENOTSUP;
+    }
+    aiol__assert_poller(loop);
+#ifdef AIOL_HAVE_IO_URING
+    return aiol__uring_bufs_new(loop, count, size, out);
+#else
+    (void)count;
+    (void)size;
+    return -ENOTSUP;
+#endif
+}
+
+void aiol_uring_bufs_free(aiol_uring_bufs *bufs)
+{
+    if (bufs == NULL) {
+        return;
+    }
+#ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bufs_free(bufs);
+#else
+    aiol__fail(__func__, "no buffer group can exist in this build");
+#endif
+}
+
+int aiol_uring_recv_submit(aiol_loop *loop, int fd, aiol_uring_bufs *bufs,
+                          aiol_recv_fn *cb, void *opaque,
+                          aiol_uring_recv **out)
+{
+    aiol__check(bufs != NULL && cb != NULL, "bufs or cb is NULL");
+    aiol__check(fd >= 0, "fd is negative");
+    if (!on_uring(loop)) {
+        return -ENOTSUP;
+    }
+    aiol__assert_poller(loop);
+#ifdef AIOL_HAVE_IO_URING
+    return aiol__uring_recv_submit(loop, fd, bufs, cb, opaque, out);
+#else
+    (void)opaque;
+    (void)out;
+    return -ENOTSUP;
+#endif
+}
+
+int aiol_uring_recv_cancel(aiol_uring_recv *recv)
+{
+    aiol__check(recv != NULL, "recv is NULL");
+#ifdef AIOL_HAVE_IO_URING
+    return aiol__uring_recv_cancel(recv);
+#else
+    aiol__fail(__func__, "no receive can exist in this build");
+#endif
+}
+
+int aiol_uring_send_submit(aiol_loop *loop, int fd, const void *buf, size_t len,
+                    aiol_cqe_fn *done, void *opaque)
+{
+    aiol__check(done != NULL && (buf != NULL || len == 0),
+                "done or buf is NULL");
+    aiol__check(fd >= 0, "fd is negative");
+    if (!on_uring(loop)) {
+        return -ENOTSUP;
+    }
+    aiol__assert_poller(loop);
+#ifdef AIOL_HAVE_IO_URING
+    return aiol__uring_send_submit(loop, fd, buf, len, done, opaque);
+#else
+    (void)opaque;
+    return -ENOTSUP;
+#endif
+}

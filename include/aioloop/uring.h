@@ -32,6 +32,7 @@
 #ifndef AIOLOOP_URING_H
 #define AIOLOOP_URING_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "aioloop/loop.h"
@@ -113,6 +114,92 @@ int aiol_uring_drain(aiol_loop *loop);
  * @return the count (0 on an fd monitor other than io_uring).
  */
 unsigned aiol_uring_pending_get(aiol_loop *loop);
+
+/*
+ * Completion-based socket I/O.  A network service can receive and send
+ * without readiness: a multishot receive takes its buffers from a group
+ * the loop registered with the kernel (a provided-buffer ring) and calls
+ * back once per chunk received; a send completes once, with everything
+ * sent.  Same thread rules as the requests above.
+ *
+ *   static void got(void *opaque, int res, const void *data)
+ *   {
+ *       if (res > 0) consume(data, res);     // data valid until return
+ *       else         done_with(opaque, res); // 0: EOF, or -errno: over
+ *   }
+ *
+ *   aiol_uring_bufs_new(loop, 64, 4096, &bufs);
+ *   aiol_uring_recv_submit(loop, sock, bufs, got, conn, &conn->recv);
+ */
+
+/** A group of receive buffers on the loop's ring.  Opaque. */
+typedef struct aiol_uring_bufs aiol_uring_bufs;
+
+/** A started multishot receive.  Opaque; valid until its final callback. */
+typedef struct aiol_uring_recv aiol_uring_recv;
+
+/**
+ * Called from aiol_loop_poll() for each chunk a receive got: @p res bytes
+ * (> 0) at @p data, which belongs to the loop again once this returns.
+ * The last call has @p data NULL and @p res 0 (the peer closed), or
+ * -ECANCELED (aiol_uring_recv_cancel(), or aiol_loop_free()), or another
+ * -errno (the socket's error, -ENOMEM); the receive is gone after it.
+ */
+typedef void aiol_recv_fn(void *opaque, int res, const void *data);
+
+/**
+ * Creates a group of @p count receive buffers of @p size bytes each and
+ * registers it with the loop's ring.  Receives sharing a group share its
+ * buffers; when all are in use, a receive waits for one to come back (no
+ * data is lost: it stays in the socket).
+ * @param count a power of two, at most 32768
+ * @return 0; -ENOTSUP when the loop does not run on io_uring; -EINVAL;
+ *         -ENOMEM; or the kernel's refusal (-EINVAL before Linux 5.19).
+ */
+int aiol_uring_bufs_new(aiol_loop *loop, unsigned count, unsigned size,
+                        aiol_uring_bufs **out);
+
+/**
+ * Unregisters and frees a group.  Aborts, as misuse, while a receive
+ * started on it has not had its final callback.  aiol_loop_free() frees
+ * the groups still there.
+ */
+void aiol_uring_bufs_free(aiol_uring_bufs *bufs);
+
+/**
+ * Starts receiving on the connected stream socket @p fd into buffers of
+ * @p bufs, calling @p cb for each chunk in order, until end of stream, an
+ * error or aiol_uring_recv_cancel().  When the kernel ends the multishot
+ * receive on its own (no free buffer: -ENOBUFS, which is not reported),
+ * the loop starts it again once the callbacks have given the buffers
+ * back.  The fd is not closed.
+ * @param out receives a handle for aiol_uring_recv_cancel(); may be NULL
+ * @return 0; -ENOTSUP when the loop does not run on io_uring; -ENOMEM.
+ */
+int aiol_uring_recv_submit(aiol_loop *loop, int fd, aiol_uring_bufs *bufs,
+                          aiol_recv_fn *cb, void *opaque,
+                          aiol_uring_recv **out);
+
+/**
+ * Stops a receive: its final callback comes from a later poll, with
+ * -ECANCELED (or 0 or an error that came first).  Chunks the kernel had
+ * already received may still be delivered before it.  Stop a receive
+ * before closing its fd.  Calling it again is a no-op.
+ * @return 0
+ */
+int aiol_uring_recv_cancel(aiol_uring_recv *recv);
+
+/**
+ * Sends @p len bytes of @p buf on the stream socket @p fd (MSG_NOSIGNAL),
+ * submitting the rest again after a short send; @p done runs once, from
+ * a later poll, with @p len or a -errno (-EPIPE when the peer is gone).
+ * @p buf must stay valid until then.
+ * @return 0; -ENOTSUP when the loop does not run on io_uring; -EINVAL
+ *         (@p len over INT32_MAX); -ENOMEM; -ESHUTDOWN as for
+ *         aiol_uring_submit().
+ */
+int aiol_uring_send_submit(aiol_loop *loop, int fd, const void *buf, size_t len,
+                    aiol_cqe_fn *done, void *opaque);
 
 #pragma GCC visibility pop
 
