@@ -3,6 +3,7 @@
  * echo-server.c - a TCP echo server on libaioloop (an example: docs/guide.md).
  *
  *   echo-server [--port N] [--fdmon epoll|io_uring|poll] [--sndbuf BYTES]
+ *               [--ring]
  *
  * Listens on 127.0.0.1:N (0, the default: any free port) and prints
  * "echo-server: listening on 127.0.0.1:PORT".  Every client gets back
@@ -15,6 +16,15 @@
  * loop) ends it with a summary: clients, bytes echoed, write stalls
  * (EAGAIN: the write handler took over), backpressure pauses (a full
  * buffer: reading stopped).
+ *
+ * --ring (io_uring fd monitor): clients' bytes move without readiness, as
+ * completions on the loop's ring (aioloop/uring.h).  Each client has one
+ * multishot receive into a shared group of buffers and at most one send
+ * in flight: what arrives meanwhile is appended to its pending data (a
+ * write stall), and once 64 KiB are pending its receive is cancelled
+ * (a backpressure pause) and submitted again when the sends have drained
+ * it.  Chunks the kernel had received before the cancel still arrive, so
+ * a client may hold up to 64 KiB plus the group's size for a moment.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -32,6 +42,7 @@
 #include <unistd.h>
 
 #include <aioloop/aioloop.h>
+#include <aioloop/uring.h>
 
 #define BUF (64 * 1024)
 
@@ -42,6 +53,7 @@ typedef struct server {
     int lfd, sigfd;
     int sndbuf;          /* SO_SNDBUF of each client, 0: the system's */
     bool stop;
+    aiol_uring_bufs *bufs; /* --ring: the clients' receive buffers */
     AIOL_LIST_HEAD(, client) clients_open; /* (aioloop/queue.h) */
     unsigned long long clients, open, bytes, pauses, stalls;
 } server;
@@ -52,6 +64,11 @@ struct client {
     int fd;
     size_t off, len;     /* buf[off, len) waits to be written */
     bool eof;            /* the client shut its side: close once flushed */
+    /* --ring: pending bytes, the bytes a send owns, the receive */
+    unsigned char *pend, *out;
+    size_t npend, cap, nout, out_cap;
+    aiol_uring_recv *recv; /* NULL: paused, or over */
+    bool sending, paused;
     char buf[BUF];
 };
 
@@ -60,8 +77,12 @@ static void on_writable(void *opaque);
 
 static void client_close(client *c)
 {
-    aiol_fd_remove(c->s->loop, c->fd);
+    if (c->s->bufs == NULL) {
+        aiol_fd_remove(c->s->loop, c->fd);
+    }
     close(c->fd);
+    free(c->pend);
+    free(c->out);
     AIOL_LIST_REMOVE(c, link);
     c->s->open--;
     free(c);
@@ -155,12 +176,111 @@ static void on_writable(void *opaque)
     }
 }
 
+/* ---- --ring: receives and sends as completions on the loop's ring */
+
+static void ring_received(void *opaque, int res, const void *data);
+static void ring_sent(void *opaque, int res, uint32_t flags);
+
+/* Sends the pending bytes if no send is in flight; closes when done. */
+static void ring_pump(client *c)
+{
+    unsigned char *t;
+    size_t t_cap;
+
+    if (c->sending) {
+        return;
+    }
+    if (c->npend > 0) {
+        t = c->out; /* (swap: the send owns out until it completes) */
+        t_cap = c->out_cap;
+        c->out = c->pend;
+        c->out_cap = c->cap;
+        c->nout = c->npend;
+        c->pend = t;
+        c->cap = t_cap;
+        c->npend = 0;
+        c->sending = true;
+        if (aiol_uring_send_submit(c->s->loop, c->fd, c->out, c->nout,
+                                   ring_sent, c) < 0) {
+            c->sending = false;
+            c->eof = true; /* (no memory: drop the client) */
+        }
+        return;
+    }
+    if (c->paused && !c->eof && c->recv == NULL) {
+        c->paused = false; /* drained: read again */
+        if (aiol_uring_recv_submit(c->s->loop, c->fd, c->s->bufs,
+                                   ring_received, c, &c->recv) < 0) {
+            c->eof = true;
+        }
+    }
+    if (c->eof && c->recv == NULL) {
+        client_close(c);
+    }
+}
+
+static void ring_sent(void *opaque, int res, uint32_t flags)
+{
+    client *c = opaque;
+
+    (void)flags;
+    c->sending = false;
+    if (res < 0) {
+        c->eof = true; /* the client is gone: stop, drop what is pending */
+        c->npend = 0;
+        if (c->recv != NULL) {
+            aiol_uring_recv_cancel(c->recv);
+        }
+    } else {
+        c->s->bytes += (unsigned long long)res;
+    }
+    ring_pump(c);
+}
+
+static void ring_received(void *opaque, int res, const void *data)
+{
+    client *c = opaque;
+
+    if (res <= 0) {  /* the receive is over */
+        c->recv = NULL;
+        if (!(res == -ECANCELED && c->paused)) {
+            c->eof = true; /* end of stream or an error */
+        }
+        ring_pump(c);
+        return;
+    }
+    if (c->npend + (size_t)res > c->cap) {
+        size_t cap = c->cap * 2 > c->npend + (size_t)res
+                         ? c->cap * 2 : c->npend + (size_t)res;
+        unsigned char *p = realloc(c->pend, cap);
+
+        if (p == NULL) {
+            return; /* (no memory: these bytes are lost to this client) */
+        }
+        c->pend = p;
+        c->cap = cap;
+    }
+    memcpy(c->pend + c->npend, data, (size_t)res);
+    c->npend += (size_t)res;
+    if (c->sending) {
+        c->s->stalls++; /* the socket has not taken the last send yet */
+    }
+    if (c->npend >= BUF && !c->paused && c->recv != NULL) {
+        c->s->pauses++; /* full: no more reading until it drains */
+        c->paused = true;
+        aiol_uring_recv_cancel(c->recv);
+    }
+    ring_pump(c);
+}
+
 static void on_accept(void *opaque)
 {
     server *s = opaque;
 
     for (;;) {
-        int fd = accept4(s->lfd, NULL, NULL, SOCK_NONBLOCK | SOCK_CLOEXEC);
+        /* (on the ring a socket stays blocking: io_uring waits for it) */
+        int fd = accept4(s->lfd, NULL, NULL,
+                         SOCK_CLOEXEC | (s->bufs != NULL ? 0 : SOCK_NONBLOCK));
         client *c;
 
         if (fd < 0) {
@@ -168,7 +288,10 @@ static void on_accept(void *opaque)
         }
         c = calloc(1, sizeof(*c));
         if (c == NULL ||
-            aiol_fd_set(s->loop, fd, on_readable, NULL, NULL, c) < 0) {
+            (s->bufs != NULL
+                 ? aiol_uring_recv_submit(s->loop, fd, s->bufs, ring_received,
+                                          c, &c->recv)
+                 : aiol_fd_set(s->loop, fd, on_readable, NULL, NULL, c)) < 0) {
             free(c);
             close(fd);
             continue;
@@ -201,6 +324,7 @@ int main(int argc, char **argv)
         { "port", required_argument, NULL, 'p' },
         { "fdmon", required_argument, NULL, 'm' },
         { "sndbuf", required_argument, NULL, 's' },
+        { "ring", no_argument, NULL, 'r' },
         { NULL, 0, NULL, 0 },
     };
     struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -209,12 +333,14 @@ int main(int argc, char **argv)
     server s = { .lfd = -1 };
     sigset_t set;
     int c, one = 1;
+    bool ring = false;
 
     while ((c = getopt_long(argc, argv, "", opts, NULL)) != -1) {
         switch (c) {
         case 'p': sa.sin_port = htons((uint16_t)atoi(optarg)); break;
         case 'm': fdmon = optarg; break;
         case 's': s.sndbuf = atoi(optarg); break;
+        case 'r': ring = true; break;
         default: return 2;
         }
     }
@@ -240,8 +366,13 @@ int main(int argc, char **argv)
         fprintf(stderr, "echo-server: cannot start the loop\n");
         return 1;
     }
-    printf("echo-server: listening on 127.0.0.1:%u (%s)\n",
-           (unsigned)ntohs(sa.sin_port), aiol_loop_fdmon_get(s.loop));
+    if (ring && aiol_uring_bufs_new(s.loop, 256, 4096, &s.bufs) < 0) {
+        fprintf(stderr, "echo-server: --ring needs the io_uring fd monitor\n");
+        return 1;
+    }
+    printf("echo-server: listening on 127.0.0.1:%u (%s%s)\n",
+           (unsigned)ntohs(sa.sin_port), aiol_loop_fdmon_get(s.loop),
+           ring ? ", ring" : "");
     fflush(stdout);
     while (!s.stop) {
         aiol_loop_poll(s.loop, true);
@@ -250,6 +381,22 @@ int main(int argc, char **argv)
            "%llu backpressure pauses, %llu still open\n", s.clients, s.bytes,
            s.stalls, s.pauses, s.open);
     fflush(stdout);
+    if (ring) {
+        /* receives end (their final callbacks close the clients once
+           their sends are done) */
+        client *cl;
+
+        AIOL_LIST_FOREACH(cl, &s.clients_open, link) {
+            cl->eof = true;
+            if (cl->recv != NULL) {
+                aiol_uring_recv_cancel(cl->recv);
+            }
+        }
+        while (!AIOL_LIST_EMPTY(&s.clients_open)) {
+            aiol_loop_poll(s.loop, true);
+        }
+        aiol_uring_bufs_free(s.bufs);
+    }
     while (!AIOL_LIST_EMPTY(&s.clients_open)) {
         client_close(AIOL_LIST_FIRST(&s.clients_open));
     }

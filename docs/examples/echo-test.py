@@ -12,7 +12,8 @@ comparing it byte for byte.  Then SIGTERM: the server must exit 0 and
 report every client, every byte, write stalls (its write handlers at
 work), backpressure pauses and no client still open.  The server runs
 with --sndbuf 16384, so a client that does not read stalls it soon.
-Runs on the fd monitor in AIOLOOP_FDMON (the meson test sets each).
+Runs on the fd monitor in AIOLOOP_FDMON (the meson test sets each);
+arguments after ECHO_SERVER go to the server (--ring).
 """
 import asyncio
 import os
@@ -82,7 +83,7 @@ def main():
     # its process group, where LeakSanitizer's tracer runs at exit)
     server = subprocess.Popen(["timeout", "--foreground", "-k", "5", "300",
                                sys.argv[1],
-                               "--sndbuf", "16384"],
+                               "--sndbuf", "16384"] + sys.argv[2:],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                               text=True)
     try:

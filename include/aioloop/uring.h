@@ -172,7 +172,9 @@ void aiol_uring_bufs_free(aiol_uring_bufs *bufs);
  * error or aiol_uring_recv_cancel().  When the kernel ends the multishot
  * receive on its own (no free buffer: -ENOBUFS, which is not reported),
  * the loop starts it again once the callbacks have given the buffers
- * back.  The fd is not closed.
+ * back.  The fd is not closed.  Leave it in blocking mode: on an
+ * O_NONBLOCK socket io_uring reports -EAGAIN instead of waiting (the final
+ * callback's result), as for aiol_uring_send_submit().
  * @param out receives a handle for aiol_uring_recv_cancel(); may be NULL
  * @return 0; -ENOTSUP when the loop does not run on io_uring; -ENOMEM.
  */
