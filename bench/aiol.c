@@ -18,14 +18,22 @@
  *               libaioloop only: bh_single and bh_burst with local bottom
  *               halves (aiol_bh_new_local(): the polling thread's alone,
  *               no atomics), the kind libuv's single-threaded handles are
+ *   chain_ring_a1, chain_ring_a100
+ *               libaioloop on io_uring only: the chain's bytes as
+ *               completions (aioloop/uring.h), no readiness: a multishot
+ *               receive per pair into one buffer group, each next byte
+ *               sent with aiol_uring_send_submit(); event_us as chain's
  */
 #define _GNU_SOURCE
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include "aioloop/aioloop.h"
+#include "aioloop/uring.h"
 #include "bench.h"
 
 static aiol_loop *loop_new(const bench_args *args)
@@ -307,12 +315,132 @@ static int ready1(const bench_args *args, bench_metric *out)
     return 2;
 }
 
+/* -------------------------------------------------------- chain_ring */
+
+static struct {
+    aiol_loop *loop;
+    int n;
+    int *fds;     /* fds[2i] read side (received on), fds[2i + 1] write side */
+    int *idx;     /* idx[i] = i: each receive's opaque */
+    long count, writes, fired, sends;
+} ring;
+
+static void ring_sent(void *opaque, int res, uint32_t flags)
+{
+    (void)opaque, (void)flags;
+    BENCH_CHECK(res == 1);
+    ring.sends--;
+}
+
+static void ring_got(void *opaque, int res, const void *data)
+{
+    int widx = *(int *)opaque + 1;
+
+    (void)data;
+    if (res <= 0) {
+        return; /* the receive's end: aiol_loop_free(), after the run */
+    }
+    ring.count += res;
+    if (ring.writes > 0) {
+        if (widx >= ring.n) {
+            widx -= ring.n;
+        }
+        BENCH_CHECK(aiol_uring_send_submit(ring.loop,
+                                           ring.fds[2 * widx + 1], "e", 1,
+                                           ring_sent, NULL) == 0);
+        ring.sends++;
+        ring.writes--;
+        ring.fired++;
+    }
+}
+
+/* chain's iterations (workloads.c), the bytes moved on the ring. */
+static int chain_ring(const bench_args *args, bench_metric *out, int active,
+                      long writes)
+{
+    enum { ITERS = 25 };
+    int n = (int)args->n, space = n / active * 2;
+    unsigned count = 64;
+    aiol_uring_bufs *bufs;
+    aiol_uring_recv **recvs;
+    double event_us = 0;
+    uint64_t sys0, events = 0;
+
+    BENCH_CHECK(n >= active);
+    ring.loop = loop_new(args);
+    BENCH_CHECK(strcmp(aiol_loop_fdmon_get(ring.loop), "io_uring") == 0);
+    ring.n = n;
+    ring.fds = malloc(2 * sizeof(int) * (size_t)n);
+    ring.idx = malloc(sizeof(int) * (size_t)n);
+    recvs = malloc(sizeof(*recvs) * (size_t)n);
+    while (count < 2u * (unsigned)n && count < 32768) {
+        count *= 2; /* room for every pair's byte in flight */
+    }
+    BENCH_CHECK(aiol_uring_bufs_new(ring.loop, count, 64, &bufs) == 0);
+    for (int i = 0; i < n; i++) {
+        /* blocking: io_uring waits on them */
+        BENCH_CHECK(socketpair(AF_UNIX, SOCK_STREAM, 0, &ring.fds[2 * i]) ==
+                    0);
+        ring.idx[i] = i;
+        BENCH_CHECK(aiol_uring_recv_submit(ring.loop, ring.fds[2 * i], bufs,
+                                           ring_got, &ring.idx[i],
+                                           &recvs[i]) == 0);
+    }
+    aiol_loop_poll(ring.loop, false);
+    sys0 = fd_syscalls(ring.loop);
+    for (int it = 0; it < ITERS; it++) {
+        int64_t t1;
+
+        aiol_loop_poll(ring.loop, false);
+        ring.fired = 0;
+        for (int i = 0; i < active; i++, ring.fired++) {
+            BENCH_CHECK(send(ring.fds[i * space + 1], "e", 1, 0) == 1);
+        }
+        ring.count = 0;
+        ring.writes = writes;
+        t1 = bench_now_ns();
+        do {
+            aiol_loop_poll(ring.loop, true);
+        } while (ring.count != ring.fired || ring.sends != 0);
+        event_us += (double)(bench_now_ns() - t1) / 1e3;
+        BENCH_CHECK(ring.writes == 0 && ring.count == active + writes);
+        events += (uint64_t)ring.fired;
+    }
+    out[0] = (bench_metric){ "event_us", "us", event_us / ITERS };
+    out[1] = (bench_metric){ "syscalls_per_event", "",
+                             (double)(fd_syscalls(ring.loop) - sys0) /
+                                 (double)events };
+    for (int i = 0; i < n; i++) {
+        aiol_uring_recv_cancel(recvs[i]);
+    }
+    aiol_loop_free(ring.loop); /* (runs the receives' final callbacks) */
+    for (int i = 0; i < 2 * n; i++) {
+        close(ring.fds[i]);
+    }
+    free(ring.fds);
+    free(ring.idx);
+    free(recvs);
+    return 2;
+}
+
+static int chain_ring_a1(const bench_args *args, bench_metric *out)
+{
+    return chain_ring(args, out, 1, 100);
+}
+
+static int chain_ring_a100(const bench_args *args, bench_metric *out)
+{
+    return chain_ring(args, out, 100, 1000);
+}
+
 int main(int argc, char **argv)
 {
     static const bench_workload extra[] = {
         { "ready1", ready1, 1000 },
         { "bh_local_single", bh_local_single, 1 },
         { "bh_local_burst", bh_local_burst, 1000 },
+        { "chain_ring_a1", chain_ring_a1, 1000 },
+        { "chain_ring_a100", chain_ring_a100, 1000 },
     };
     static const bench_lib lib = {
         "aioloop", &fd_ops, &defer_ops, &timer_ops, wakeup,

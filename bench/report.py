@@ -119,6 +119,20 @@ def targets(res):
             row(f"chain event time within 5% of hand-written epoll ({w}, n={n})",
                 f"{fmt(ref)} µs vs {fmt(floor)} µs ({ratio(ref, floor)})",
                 None if floor is None else ref <= 1.05 * floor)
+    for w in ("chain_a1", "chain_a100"):
+        ring_w = w.replace("chain", "chain_ring")
+        for n in res.ns(ring_w):
+            ring = res.get(ring_w, n, "aioloop:io_uring", "event_us")
+            ref = res.get(w, n, REF, "event_us")
+            floor = res.get(w, n, FLOOR, "event_us")
+            if ring is None or ref is None:
+                continue
+            row(f"chain's I/O as io_uring completions ≤ epoll + read/write, "
+                f"and < hand-written epoll ({ring_w}, n={n})",
+                f"io_uring {fmt(ring)} µs vs epoll {fmt(ref)} µs "
+                f"({ratio(ring, ref)}), hand-written {fmt(floor)} µs "
+                f"({ratio(ring, floor)})",
+                None if floor is None else ring <= ref and ring < floor)
     for n in res.ns("chain_a1"):
         sc = res.get("chain_a1", n, REF, "syscalls_per_event")
         if sc is not None:

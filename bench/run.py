@@ -56,9 +56,13 @@ WORKLOADS = (
     + [("ready1", n, 3, AIOL if n <= 1000 else AIOL[:2])  # poll(2) is O(n)
        for n in (1, 1000, 9900)]
     + [("bh_local_single", 1, 3, AIOL), ("bh_local_burst", 1000, 3, AIOL)]
+    # the chain's bytes as completions on the ring (aioloop/uring.h)
+    + [(w, n, 1 if n > 1000 else 3, [("aiol", "io_uring")])
+       for w in ("chain_ring_a1", "chain_ring_a100") for n in (100, 1000, 9900)]
 )
 QUICK_SKIP = {("chain_a1", 9900), ("chain_a100", 9900), ("churn", 10000),
-              ("ready1", 9900)}
+              ("ready1", 9900), ("chain_ring_a1", 9900),
+              ("chain_ring_a100", 9900)}
 QUICK_N = {"wakeup": 2000, "timers": 200000, "timers_rand": 200000}
 STRACE_N, STRACE_ITERS = 1000, (1000, 3000)
 
