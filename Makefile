@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl \
-        qemu qemu-stock check-qemu check-qemu-disabled check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-notifiers bench-qemu-img bench-vmm bench-vhost bench-vhost-guest \
@@ -77,7 +77,7 @@ bench-deps: deps
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
 # build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-tsan check-fuzz check-qemu check-qemu-disabled check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-tsan check-fuzz check-qemu check-qemu-disabled check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -366,6 +366,11 @@ check-qtest: all qemu
 bench-notifiers: all
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/notifiers.sh bench $(QEMU_WORK) $(if $(findstring --quick,$(BENCH_ARGS)),--quick)
+
+# QEMU's qemu-iotests (quick group, raw, aio=io_uring) on the fork, on the
+# io_uring fd monitor (requests on the AioContext's ring).
+check-qemu-iotests: qemu
+	integrations/qemu/iotests.sh $(QEMU_WORK)
 
 # qemu-img bench, aio=io_uring, O_DIRECT, 4 KiB reads and writes at depths
 # 1, 8 and 32: stock 7.2, the fork on libaioloop's epoll and on its io_uring

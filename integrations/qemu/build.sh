@@ -13,7 +13,8 @@
 #   --both   stock and fork (the default)
 # What is built:
 #   --tests-only  what `meson test --suite unit` needs, and nothing else (default)
-#   --all         that, plus qemu-system-x86_64, qemu-img, qemu-io and the
+#   --all         that, plus qemu-system-x86_64, qemu-img, qemu-io, qemu-nbd,
+#                 qemu-storage-daemon (qemu-iotests need them) and the
 #                 qtest binary qos-test (qtest.sh runs it)
 #   --check-series  then check out each patch of the series in turn (the
 #                 Debian base plus patches 1..k) and build the same
@@ -294,7 +295,9 @@ build_targets() {
     }
     mapfile -t goals < <(unit_targets "$bld")
     [ ${#goals[@]} -gt 0 ] || { echo "build.sh: no unit tests found in $bld" >&2; return 1; }
-    [ "$what" = all ] && goals+=(qemu-system-x86_64 qemu-img qemu-io tests/qtest/qos-test)
+    [ "$what" = all ] && goals+=(qemu-system-x86_64 qemu-img qemu-io qemu-nbd
+                                 storage-daemon/qemu-storage-daemon
+                                 tests/qtest/qos-test)
 
     t0=$(date +%s)
     stamp "building $v: ${#goals[@]} ninja targets ($what), -j$jobs"
