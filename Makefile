@@ -368,7 +368,7 @@ bench-notifiers: all
 	integrations/qemu/notifiers.sh bench $(QEMU_WORK) $(if $(findstring --quick,$(BENCH_ARGS)),--quick)
 
 # QEMU's qemu-iotests (quick group, raw, aio=io_uring) on the fork, on the
-# io_uring fd monitor (requests on the AioContext's ring).
+# io_uring fd monitor (requests on the AioContext's ring) and on epoll.
 check-qemu-iotests: qemu
 	integrations/qemu/iotests.sh $(QEMU_WORK)
 

@@ -5,10 +5,9 @@
 # QEMU's own qemu-iotests, the "quick" group on raw images with
 # aio=io_uring (`check -raw -i io_uring -g quick`), on the fork built by
 # build.sh --all (VARIANT fork, the default) once per fd monitor in
-# $IOTESTS_FDMONS (default: io_uring, where the requests go on the
-# AioContext's own ring).  On epoll or poll they go on block/io_uring.c's
-# own ring, 7.2's path, where test 101 (short reads at the end of a file)
-# hangs as it does on stock 7.2.
+# $IOTESTS_FDMONS (default: io_uring epoll): on io_uring the requests go
+# on the AioContext's own ring, on epoll on block/io_uring.c's own ring
+# (7.2's path, where test 101 hung before patch 20).
 # Prints one line per fd monitor and a closing "iotests: N passed, N
 # failed" line; exits non-zero when a test failed that is not in
 # KNOWN_STOCK: tests that fail the same way on stock 7.2 built from the
@@ -23,7 +22,7 @@ work=$(realpath -m "${1:-$repo/build-qemu}")
 variant=${2:-fork}
 build=$work/$variant-build
 KNOWN_STOCK="307"
-read -r -a fdmons <<< "${IOTESTS_FDMONS:-io_uring}"
+read -r -a fdmons <<< "${IOTESTS_FDMONS:-io_uring epoll}"
 
 [ -x "$build/qemu-nbd" ] && [ -x "$build/qemu-img" ] ||
     { echo "iotests.sh: no $build/qemu-nbd; run build.sh --all" >&2; exit 1; }
