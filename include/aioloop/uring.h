@@ -152,7 +152,10 @@ typedef void aiol_recv_fn(void *opaque, int res, const void *data);
  * registers it with the loop's ring.  Receives sharing a group share its
  * buffers; when all are in use, a receive waits for one to come back (no
  * data is lost: it stays in the socket).
+ * @param loop  the loop, which must run on the io_uring fd monitor
  * @param count a power of two, at most 32768
+ * @param size  bytes per buffer (at most 1 GiB)
+ * @param out   receives the group
  * @return 0; -ENOTSUP when the loop does not run on io_uring; -EINVAL;
  *         -ENOMEM; or the kernel's refusal (-EINVAL before Linux 5.19).
  */
@@ -175,7 +178,12 @@ void aiol_uring_bufs_free(aiol_uring_bufs *bufs);
  * back.  The fd is not closed.  Leave it in blocking mode: on an
  * O_NONBLOCK socket io_uring reports -EAGAIN instead of waiting (the final
  * callback's result), as for aiol_uring_send_submit().
- * @param out receives a handle for aiol_uring_recv_cancel(); may be NULL
+ * @param loop   the loop, which must run on the io_uring fd monitor
+ * @param fd     a connected stream socket, in blocking mode
+ * @param bufs   the group its buffers come from (of this loop)
+ * @param cb     called per chunk, then once more at the end
+ * @param opaque passed to @p cb
+ * @param out    receives a handle for aiol_uring_recv_cancel(); may be NULL
  * @return 0; -ENOTSUP when the loop does not run on io_uring; -ENOMEM.
  */
 int aiol_uring_recv_submit(aiol_loop *loop, int fd, aiol_uring_bufs *bufs,
