@@ -26,14 +26,9 @@ read -r -a fdmons <<< "${IOTESTS_FDMONS:-io_uring epoll}"
 
 [ -x "$build/qemu-nbd" ] && [ -x "$build/qemu-img" ] ||
     { echo "iotests.sh: no $build/qemu-nbd; run build.sh --all" >&2; exit 1; }
+. "$here/pkgs.sh"
 # (the firmware qemu-system-x86_64 loads even under qtest)
-pkgs=()
-for p in seabios qemu-system-data; do
-    dpkg -s "$p" >/dev/null 2>&1 || pkgs+=("$p")
-done
-if [ ${#pkgs[@]} -gt 0 ]; then
-    apt-get install -y -q "${pkgs[@]}" >/dev/null
-fi
+firmware_link iotests.sh "$build"
 
 passed=0 failed=0 bad=()
 for b in "${fdmons[@]}"; do

@@ -34,13 +34,7 @@ pkgs_install qtest.sh seabios qemu-system-data ipxe-qemu qemu-system-common
     echo "qtest.sh: $bld/tests/qtest/qos-test is missing (build.sh --fork --all)" >&2
     exit 1
 }
-# A build tree's QEMU looks for firmware in qemu-bundle/<datadir>; the
-# +dfsg source ships none, Debian's packages do.
-datadir=$(find "$bld/qemu-bundle" -maxdepth 4 -type d -path '*/share/qemu' | head -n 1)
-[ -n "$datadir" ] || { datadir=$bld/qemu-bundle/usr/local/share/qemu; mkdir -p "$datadir"; }
-for f in /usr/share/seabios/* /usr/share/qemu/* /usr/lib/ipxe/qemu/*; do
-    [ -e "$datadir/${f##*/}" ] || [ -L "$datadir/${f##*/}" ] || ln -s "$f" "$datadir/"
-done
+firmware_link qtest.sh "$bld"
 
 cd "$bld"
 export QTEST_QEMU_BINARY=./qemu-system-x86_64 QTEST_QEMU_IMG=./qemu-img
