@@ -3,11 +3,17 @@
  * fdmon-io_uring.c - the io_uring fd monitor (liburing).
  *
  * Level-triggered on an edge-free primitive.  Every watched fd has at most
- * one single-shot IORING_OP_POLL_ADD in flight.  A single-shot poll checks
- * readiness when it is armed, so re-arming after each completion gives
- * level-triggered delivery: an fd that is still readable completes again
- * at once.  Multishot poll is not used: it reports wakeups, not levels
- * (the reason upstream QEMU dropped it).
+ * one IORING_OP_POLL_ADD in flight, single-shot as a rule.  A single-shot
+ * poll checks readiness when it is armed, so re-arming after each
+ * completion gives level-triggered delivery: an fd that is still readable
+ * completes again at once.  A multishot poll reports wakeups, not levels
+ * (the reason upstream QEMU dropped it), so it is kept for the handlers
+ * for which the two coincide: read-only ones flagged AIOL_FD_DRAINS, whose
+ * callback empties the fd (the loop's own notifier is one).  Their poll
+ * stays armed across events and costs no re-arm; a completion without
+ * IORING_CQE_F_MORE (the kernel ended it) re-arms it like a single-shot
+ * one, and a kernel that refuses multishot polls (-EINVAL, before 5.13)
+ * gets single-shot ones from then on.
  *
  * Batching.  Registration changes (from any thread, under loop->lock) only
  * mark the fd dirty.  The polling thread turns dirty fds and fds that fired
@@ -56,9 +62,12 @@ static uint64_t ud_poll(int fd, uint32_t gen)
            AIOL__UD_POLL;
 }
 
+/* In aiol__uring_fd.armed: the poll in flight is multishot. */
+#define ARM_MULTISHOT 0x80u
+
 struct aiol__uring_fd {
     uint32_t gen;   /* generation of the poll in flight; lock */
-    uint8_t armed;  /* AIOL__EV_* of the poll in flight, 0: none; lock */
+    uint8_t armed;  /* arm_bits() of the poll in flight, 0: none; lock */
     bool dirty;     /* on the dirty list; lock */
     bool fired;     /* on the fired list; lock */
     bool dropped;   /* watching stopped since the last sync: a poll in
@@ -124,12 +133,28 @@ static void mark_dirty(aiol__uring_state *s, int fd)
                 "dirty list full despite reserve_fd()");
 }
 
+/*
+ * Under loop->lock.  The poll @node wants: its events, and ARM_MULTISHOT
+ * for a read-only handler that drains its fd (see the top).  0: none.
+ */
+static unsigned arm_bits(const aiol__uring_state *s, const aiol__handler *node)
+{
+    if (node == NULL) {
+        return 0;
+    }
+    if (node->events == AIOL__EV_IN && (node->ops.flags & AIOL_FD_DRAINS) &&
+        !s->no_multishot) {
+        return AIOL__EV_IN | ARM_MULTISHOT;
+    }
+    return node->events;
+}
+
 /* Under loop->lock.  Only records the change; wait() applies it. */
 static int uring_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
 {
     aiol__uring_state *s = loop->fdmon_state;
-    unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
+    unsigned oev = arm_bits(s, old), nev = arm_bits(s, new_);
     int fd = old ? old->fd : new_->fd;
     int ret;
 
@@ -172,8 +197,7 @@ static void poll_cancel(aiol_loop *loop, aiol__uring_state *s, int fd)
 /* Under loop->lock.  Brings fd's poll in line with its handler's events. */
 static void sync_fd(aiol_loop *loop, aiol__uring_state *s, int fd)
 {
-    aiol__handler *node = aiol__handler_lookup(loop, fd);
-    unsigned want = node ? node->events : 0u;
+    unsigned want = arm_bits(s, aiol__handler_lookup(loop, fd));
     aiol__uring_fd *st = &s->fds[fd];
     bool dropped = st->dropped;
 
@@ -188,9 +212,16 @@ static void sync_fd(aiol_loop *loop, aiol__uring_state *s, int fd)
     if (want != 0) {
         struct io_uring_sqe *sqe = aiol__uring_sqe_get(s);
 
-        io_uring_prep_poll_add(sqe, fd, aiol__events_to_poll(want));
+        unsigned mask = aiol__events_to_poll(want & ~ARM_MULTISHOT);
+
+        if (want & ARM_MULTISHOT) {
+            io_uring_prep_poll_multishot(sqe, fd, mask);
+        } else {
+            io_uring_prep_poll_add(sqe, fd, mask);
+        }
         io_uring_sqe_set_data64(sqe, ud_poll(fd, st->gen));
         st->armed = (uint8_t)want;
+        loop->stats.fdmon_arms++;
     }
 }
 
@@ -261,6 +292,19 @@ static int reap_one(aiol_loop *loop, aiol__uring_state *s,
     st = &s->fds[fd];
     if ((st->gen & 0x7fffffffu) != gen || st->armed == 0) {
         return 0; /* a cancelled generation */
+    }
+    if (cqe->flags & IORING_CQE_F_MORE) {
+        /* a multishot poll, still armed: no re-arm */
+        node = aiol__handler_lookup(loop, fd);
+        if (node == NULL || node->events == 0) {
+            return 0;
+        }
+        aiol__ready_add(ready, node, aiol__events_from_poll((unsigned)res));
+        return 1;
+    }
+    if (res == -EINVAL && (st->armed & ARM_MULTISHOT)) {
+        s->no_multishot = true; /* re-armed single-shot, below */
+        res = -ECANCELED;
     }
     st->armed = 0;
     if (res < 0 && res != -ECANCELED) {

@@ -30,8 +30,8 @@
  *     handler, which only the direct-embedding hooks below need;
  *   - loop->single_thread: the loop is polled by one thread for life (an
  *     iothread's), set before its first poll;
- *   - loop->stats.fdmon_waits, loop->stats.fdmon_ctls (under the
- *     lock) and loop->stats.bad_fds;
+ *   - loop->stats.fdmon_waits, loop->stats.fdmon_ctls and
+ *     loop->stats.fdmon_arms (under the lock) and loop->stats.bad_fds;
  *   - aiol__check() for misuse, AIOL__HOT for functions on the path of
  *     every iteration, and aiol__reserve() to grow an array;
  *   - the helpers declared below: aiol__events_to_poll(),
@@ -41,7 +41,8 @@
  *     aiol__embed_direct(), aiol__embed_direct_end() and
  *     aiol__embed_invalidate().
  *
- * Semantics every monitor keeps: level-triggered readiness; a handler
+ * Semantics every monitor keeps: level-triggered readiness (a monitor may
+ * report a read-only AIOL_FD_DRAINS handler once per arrival); a handler
  * replaced or removed is looked up again at event time, so readiness never
  * reaches a removed handler; an fd without a poll method (a regular file)
  * is ready at every wait; an fd found closed (EBADF, POLLNVAL) is not

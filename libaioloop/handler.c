@@ -384,7 +384,7 @@ int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
 int aiol__fd_set_internal(aiol_loop *loop, int fd, aiol_handler_fn *read,
                           void *opaque)
 {
-    const aiol_fd_ops ops = { .read = read };
+    const aiol_fd_ops ops = { .read = read, .flags = AIOL_FD_DRAINS };
 
     return handler_set(loop, fd, &ops, opaque, true);
 }

@@ -19,7 +19,10 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
 /* Dispatches and empties @ready.  Returns whether progress was made. */
 bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);
 
-/* Registers the loop's own internal handler (notifier).  0 or -errno. */
+/*
+ * Registers the loop's own internal handler (notifier), whose @read drains
+ * its fd (AIOL_FD_DRAINS).  0 or -errno.
+ */
 int aiol__fd_set_internal(aiol_loop *loop, int fd, aiol_handler_fn *read,
                           void *opaque);
 

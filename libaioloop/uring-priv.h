@@ -46,6 +46,7 @@ typedef struct aiol__uring_state {
      * raise it: their callers wake nobody.
      */
     bool owed;
+    bool no_multishot;         /* the kernel refused a multishot poll; lock */
     /* Requests; polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;         /* submitted, callback not yet run */

@@ -6,7 +6,8 @@
  * A loop holds at most one handler per fd.  A handler has read, write and
  * busy-poll callbacks plus one opaque pointer that every callback receives.
  * Events are level-triggered on every fd monitor: while the fd stays readable
- * the read callback runs on every iteration.
+ * the read callback runs on every iteration (unless the handler promises
+ * to drain the fd, AIOL_FD_DRAINS).
  *
  * Lookup, add, replace and remove are O(1) in the number of handlers.
  *
@@ -49,6 +50,19 @@ typedef bool aiol_poll_fn(void *opaque);
  * event notifier) whose only job is to end a blocking poll.
  */
 #define AIOL_FD_NO_PROGRESS (1u << 0)
+
+/**
+ * aiol_fd_ops.flags: the read callback always empties the fd of what it
+ * has to read (reads until EAGAIN; an eventfd's read, which resets it;
+ * accepts until EAGAIN), so the handler needs to hear of new arrivals
+ * only, not of data it left.  A promise that lets an fd monitor report
+ * such a read-only handler's readiness once per arrival instead of
+ * re-arming its registration after every event: the io_uring fd monitor
+ * keeps one multishot poll armed for it.  Epoll and poll ignore the flag.
+ * A handler with the flag that leaves data unread may not be called again
+ * until more arrives.  Has no effect on handlers that watch writes.
+ */
+#define AIOL_FD_DRAINS (1u << 1)
 
 /**
  * The full set of callbacks of a handler.  Any member may be NULL; a handler

@@ -46,6 +46,10 @@ typedef struct aiol_loop_stats {
     uint64_t poll_rounds;    /**< busy-poll rounds over the poll callbacks */
     uint64_t bad_fds;        /**< handlers the monitor found with a closed
                                   fd (EBADF, POLLNVAL) and stopped watching */
+    uint64_t fdmon_arms;     /**< polls armed without a syscall of their
+                                  own (io_uring: POLL_ADD requests, each
+                                  single-shot one re-armed after its event);
+                                  0 on epoll and poll */
 } aiol_loop_stats;
 
 /**
