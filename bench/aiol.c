@@ -14,6 +14,10 @@
  *   ready1      libaioloop only: one eventfd of n made readable per
  *               iteration, one non-blocking poll dispatches it; ns and
  *               syscalls per event
+ *   ready1_drains
+ *               ready1 with the handlers flagged AIOL_FD_DRAINS (their
+ *               read resets the eventfd): on io_uring, a multishot poll
+ *               each, never re-armed
  *   bh_local_single, bh_local_burst
  *               libaioloop only: bh_single and bh_burst with local bottom
  *               halves (aiol_bh_new_local(): the polling thread's alone,
@@ -282,8 +286,10 @@ static void drain_eventfd(void *opaque)
     (void)eventfd_read(*(int *)opaque, &v);
 }
 
-static int ready1(const bench_args *args, bench_metric *out)
+static int ready1_flags(const bench_args *args, bench_metric *out,
+                       unsigned flags)
 {
+    const aiol_fd_ops ops = { .read = drain_eventfd, .flags = flags };
     long iters = bench_iters(args, 20000);
     aiol_loop *loop = loop_new(args);
     int *fds = malloc(sizeof(int) * (size_t)args->n);
@@ -293,8 +299,7 @@ static int ready1(const bench_args *args, bench_metric *out)
     for (long i = 0; i < args->n; i++) {
         fds[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         BENCH_CHECK(fds[i] >= 0);
-        BENCH_CHECK(aiol_fd_set(loop, fds[i], drain_eventfd, NULL, NULL,
-                                &fds[i]) == 0);
+        BENCH_CHECK(aiol_fd_set_ops(loop, fds[i], &ops, &fds[i]) == 0);
     }
     aiol_loop_poll(loop, false);
     sys0 = fd_syscalls(loop);
@@ -313,6 +318,16 @@ static int ready1(const bench_args *args, bench_metric *out)
     }
     free(fds);
     return 2;
+}
+
+static int ready1(const bench_args *args, bench_metric *out)
+{
+    return ready1_flags(args, out, 0);
+}
+
+static int ready1_drains(const bench_args *args, bench_metric *out)
+{
+    return ready1_flags(args, out, AIOL_FD_DRAINS);
 }
 
 /* -------------------------------------------------------- chain_ring */
@@ -437,6 +452,7 @@ int main(int argc, char **argv)
 {
     static const bench_workload extra[] = {
         { "ready1", ready1, 1000 },
+        { "ready1_drains", ready1_drains, 1000 },
         { "bh_local_single", bh_local_single, 1 },
         { "bh_local_burst", bh_local_burst, 1000 },
         { "chain_ring_a1", chain_ring_a1, 1000 },

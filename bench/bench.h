@@ -83,7 +83,7 @@ void bench_hit(void);
 long bench_hits(void);
 
 /*
- * Fd workloads (chain, churn, idle_poll).  A handler is identified by a
+ * Fd workloads (chain, churn, rearm, idle_poll).  A handler is identified by a
  * small index; the library's read callback for index i calls
  * bench_fd_ready(i).
  */
@@ -110,6 +110,9 @@ int bench_chain(const bench_fd_ops *ops, const bench_args *args,
 /* Add and remove n handlers: back to back, and with a poll after each
  * batch so that the changes reach the kernel. */
 int bench_churn(const bench_fd_ops *ops, const bench_args *args,
+                bench_metric *out);
+/* Stop and start all n watchers, then an event phase on 100 of them. */
+int bench_rearm(const bench_fd_ops *ops, const bench_args *args,
                 bench_metric *out);
 /* An empty non-blocking poll with n handlers registered. */
 int bench_idle_poll(const bench_fd_ops *ops, const bench_args *args,

@@ -215,6 +215,73 @@ int bench_churn(const bench_fd_ops *ops, const bench_args *args,
     return 2;
 }
 
+/*
+ * rearm: n eventfds, every one watched.  Per round: stop every watcher
+ * and start it again (unwatch + watch: ev_io_stop + ev_io_start, what a
+ * service does when it pauses and resumes its connections), then the
+ * event phase: signal 100 eventfds spread over the n and poll until each
+ * one's callback has read its eventfd.  "event" times the event phase,
+ * "total" also the stop and start: a library that defers registration
+ * changes pays for them in the event phase, one that does not in the
+ * start.
+ */
+static int *rearm_fds;
+
+static void rearm_ready(int idx)
+{
+    uint64_t v;
+
+    if (read(rearm_fds[idx], &v, sizeof(v)) == sizeof(v)) {
+        hits++;
+    }
+}
+
+enum { REARM_SIGNALLED = 100 };
+
+int bench_rearm(const bench_fd_ops *ops, const bench_args *args,
+                bench_metric *out)
+{
+    long n = args->n, rounds = bench_iters(args, n >= 10000 ? 5 : 20);
+    long step = n > REARM_SIGNALLED ? n / REARM_SIGNALLED : 1;
+    long signalled = n < REARM_SIGNALLED ? n : REARM_SIGNALLED;
+    void *loop = ops->loop_new(args, n);
+    int *fds = eventfds(ops, loop, n);
+    double event_us = 0, total_us = 0;
+
+    rearm_fds = fds;
+    ready_fn = rearm_ready;
+    for (long i = 0; i < n; i++) {
+        ops->watch(loop, (int)i, fds[i]);
+    }
+    ops->poll(loop);
+    for (long r = 0; r < rounds; r++) {
+        int64_t t0 = bench_now_ns(), t1;
+
+        for (long i = 0; i < n; i++) {
+            ops->unwatch(loop, (int)i, fds[i]);
+        }
+        for (long i = 0; i < n; i++) {
+            ops->watch(loop, (int)i, fds[i]);
+        }
+        t1 = bench_now_ns();
+        hits = 0;
+        for (long k = 0; k < signalled; k++) {
+            BENCH_CHECK(eventfd_write(fds[k * step], 1) == 0);
+        }
+        do {
+            ops->poll(loop);
+        } while (hits < signalled);
+        event_us += (double)(bench_now_ns() - t1) / 1e3;
+        total_us += (double)(bench_now_ns() - t0) / 1e3;
+        BENCH_CHECK(hits == signalled);
+    }
+    out[0] = (bench_metric){ "event_us", "us", event_us / (double)rounds };
+    out[1] = (bench_metric){ "total_us", "us", total_us / (double)rounds };
+    ops->loop_free(loop);
+    eventfds_free(fds, n);
+    return 2;
+}
+
 int bench_idle_poll(const bench_fd_ops *ops, const bench_args *args,
                     bench_metric *out)
 {
@@ -367,6 +434,11 @@ static int w_churn(const bench_args *args, bench_metric *out)
     return bench_churn(cur->fd, args, out);
 }
 
+static int w_rearm(const bench_args *args, bench_metric *out)
+{
+    return bench_rearm(cur->fd, args, out);
+}
+
 static int w_idle_poll(const bench_args *args, bench_metric *out)
 {
     return bench_idle_poll(cur->fd, args, out);
@@ -403,6 +475,7 @@ int bench_lib_main(const bench_lib *lib, int argc, char **argv)
         w[n++] = (bench_workload){ "chain_a100", w_chain_a100, 1000 };
         w[n++] = (bench_workload){ "churn", w_churn, 1000 };
         w[n++] = (bench_workload){ "idle_poll", w_idle_poll, 1000 };
+        w[n++] = (bench_workload){ "rearm", w_rearm, 10000 };
     }
     if (lib->defer) {
         w[n++] = (bench_workload){ "bh_single", w_bh_single, 1 };
