@@ -44,7 +44,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
-        check-notifiers bench-notifiers bench-qemu-img bench-vmm bench-vhost bench-vhost-guest \
+        check-notifiers bench-notifiers bench-qemu-img bench-qemu-guest bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives deb deb-deps check-deb
 
 all: deps
@@ -382,6 +382,15 @@ bench-qemu-img: bench-deps
 	/usr/bin/python3 integrations/qemu/bench/img_bench.py \
 	  --stock $(QEMU_WORK)/stock-build/qemu-img --fork $(QEMU_WORK)/fork-build/qemu-img \
 	  $(if $(filter 0,$(shell id -u)),--loop) $(IMG_BENCH_ARGS)
+
+# fio in a TCG guest on an iothread (aio=io_uring, O_DIRECT, 4 KiB random
+# reads at iodepth 1, 8 and 32) on stock 7.2, the fork on epoll and the fork
+# on io_uring, interleaved, on a 2 GiB image on a real filesystem with the
+# page cache dropped (root); io_uring_enter calls per request.
+# GUEST_FIO_ARGS go to guest-fio.sh (--rounds, --runtime, --depths...).
+bench-qemu-guest: bench-deps
+	integrations/qemu/build.sh --both --all $(QEMU_WORK)
+	integrations/qemu/bench/guest-fio.sh $(GUEST_FIO_ARGS) $(QEMU_WORK)
 
 # libaioloop-vmm on real /dev/kvm: MSI routes per vector against batched,
 # host notifiers one transaction each against one (exits 77 without KVM).

@@ -47,6 +47,7 @@ WORKLOADS = (
     [("chain_a1", n, 1 if n > 1000 else 3, None) for n in (100, 1000, 9900)]
     + [("chain_a100", n, 1 if n > 1000 else 3, None) for n in (100, 1000, 9900)]
     + [("churn", n, 3, None) for n in (1000, 10000)]
+    + [("rearm", n, 3 if n <= 1000 else 1, None) for n in (1000, 10000)]
     + [("idle_poll", 1000, 3, None),
        ("bh_single", 1, 3, None),
        ("bh_burst", 1000, 3, None),
@@ -55,12 +56,14 @@ WORKLOADS = (
        ("timers_rand", 1000000, 1, None)]
     + [("ready1", n, 3, AIOL if n <= 1000 else AIOL[:2])  # poll(2) is O(n)
        for n in (1, 1000, 9900)]
+    + [("ready1_drains", 1000, 3, AIOL[:2])]  # multishot polls on io_uring
     + [("bh_local_single", 1, 3, AIOL), ("bh_local_burst", 1000, 3, AIOL)]
     # the chain's bytes as completions on the ring (aioloop/uring.h)
     + [(w, n, 1 if n > 1000 else 3, [("aiol", "io_uring")])
        for w in ("chain_ring_a1", "chain_ring_a100") for n in (100, 1000, 9900)]
 )
 QUICK_SKIP = {("chain_a1", 9900), ("chain_a100", 9900), ("churn", 10000),
+              ("rearm", 10000),
               ("ready1", 9900), ("chain_ring_a1", 9900),
               ("chain_ring_a100", 9900)}
 QUICK_N = {"wakeup": 2000, "timers": 200000, "timers_rand": 200000}
@@ -155,7 +158,14 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out")
     ap.add_argument("--docs", action="store_true")
+    ap.add_argument("--only", metavar="W,W,...",
+                    help="run only these workloads (and no strace pass)")
     a = ap.parse_args()
+    only = set(a.only.split(",")) if a.only else None
+    if only and a.docs:
+        ap.error("--docs publishes a whole run; --only measures a part")
+    if only and not only <= {w for w, _, _, _ in WORKLOADS}:
+        ap.error(f"unknown workloads: {', '.join(sorted(only - {w for w, _, _, _ in WORKLOADS}))}")
     out_dir = a.out or os.path.join(a.build, "bench-results")
     rounds = 3 if a.quick else 5
     lists = {lib: workloads_of(a.build, lib)
@@ -163,13 +173,13 @@ def main():
              if os.path.exists(binary(a.build, lib))}
     todo = []
     for w, n, runs, vs in WORKLOADS:
-        if a.quick and (w, n) in QUICK_SKIP:
+        if (a.quick and (w, n) in QUICK_SKIP) or (only and w not in only):
             continue
         vs = [v for v in (vs or VARIANTS) if w in lists.get(v[0], ())]
         todo.append((w, QUICK_N.get(w, n) if a.quick else n, runs, vs))
 
     info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "mode": "quick" if a.quick else "full",
+            "mode": ("quick" if a.quick else "full") + (" partial" if only else ""),
             "command": " ".join(["run.py"] + sys.argv[1:]),
             "machine": machine(), "versions": versions(), "rounds": rounds}
     results = []  # {workload, n, variant label, metric, median, samples}
@@ -191,8 +201,9 @@ def main():
                                 "metric": metric,
                                 "median": statistics.median(vals),
                                 "samples": vals})
-    for v, calls in strace_pass(a.build, [v for v in VARIANTS
-                                          if "idle_poll" in lists.get(v[0], ())]).items():
+    for v, calls in ({} if only else strace_pass(
+            a.build, [v for v in VARIANTS
+                      if "idle_poll" in lists.get(v[0], ())])).items():
         results.append({"workload": "idle_poll", "n": STRACE_N,
                         "lib": report.label(v), "metric": "strace_syscalls_per_poll",
                         "median": calls, "samples": [calls]})

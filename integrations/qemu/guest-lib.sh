@@ -26,7 +26,8 @@
 # when the script exits.  guest_build_initrd (below) builds other
 # initramfs images from the same parts; guest_vhost_blk gives the
 # arguments of a vhost-user-blk disk, and guest_vhost_opt and
-# guest_vhost_init take the options of the scripts that run the daemon.
+# guest_vhost_init take the options of the scripts that run the daemon;
+# guest_fio_static builds the fio that benchmarks run in a guest.
 guest_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 guest_repo=$(cd "$guest_lib_dir/../.." && pwd)
 . "$guest_lib_dir/pkgs.sh"
@@ -146,6 +147,29 @@ sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(4 << 20)))' > "$gd
         gzip -1 > "$out.tmp"
     mv "$out.tmp" "$out"
     rm -rf "$root"
+}
+
+# guest_fio_static WORK: Debian's fio source (fetch-source.sh), built
+# static once into WORK/fio-static/fio, for a guest initramfs; its path in
+# guest_fio.
+guest_fio_static() {
+    local work=$1
+    guest_fio=$work/fio-static/fio
+    [ -x "$guest_fio" ] && return 0
+    pkgs_install guest_fio_static gcc make dpkg-dev libaio-dev zlib1g-dev
+    mkdir -p "$work/fio-static"
+    "$guest_lib_dir/fetch-source.sh" "$work" fio
+    rm -rf "$work/fio-build"
+    cp -a "$work/src-fio" "$work/fio-build"
+    (cd "$work/fio-build" &&
+     ./configure --build-static --disable-native --disable-numa \
+         --disable-rdma --disable-rados --disable-rbd --disable-http \
+         --disable-gfapi --disable-libnfs --disable-pmem --disable-xnvme \
+         --disable-libzbc --disable-tcmalloc --disable-dfs > configure.log &&
+     nice make -j"$(nproc)" fio > make.log 2>&1) ||
+        { echo "guest-lib.sh: building fio failed (see $work/fio-build)" >&2; exit 1; }
+    strip -o "$guest_fio.tmp" "$work/fio-build/fio"
+    mv "$guest_fio.tmp" "$guest_fio"
 }
 
 guest_pids=()

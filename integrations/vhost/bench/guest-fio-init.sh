@@ -1,17 +1,19 @@
 #!/bin/busybox sh
 # SPDX-License-Identifier: MIT
-# guest-fio-init.sh - PID 1 of the guest that guest-fio.sh boots: loads the
-# virtio modules, runs fio (4 KiB random reads, iodepth 32, libaio,
-# O_DIRECT; fio_runtime=N seconds from the kernel command line, after 2 s
-# of ramp) on /dev/vda, or with fio_disks=2 on /dev/vda and /dev/vdb at
+# guest-fio-init.sh - PID 1 of the guest that guest-fio.sh (and
+# integrations/qemu/bench/guest-fio.sh) boots: loads the
+# virtio modules, runs fio (4 KiB random reads, iodepth 32 or fio_depth=N,
+# libaio, O_DIRECT; fio_runtime=N seconds from the kernel command line,
+# after 2 s of ramp) on /dev/vda, or with fio_disks=2 on /dev/vda and /dev/vdb at
 # once (one job each, reported as one group), prints its JSON between
 # AIOL-FIO-BEGIN and AIOL-FIO-END on the console, and powers off.
 . /guest-boot.sh
-runtime=10 disks=1
+runtime=10 disks=1 depth=32
 for w in $(cat /proc/cmdline); do
     case $w in
         fio_runtime=*) runtime=${w#fio_runtime=} ;;
         fio_disks=*) disks=${w#fio_disks=} ;;
+        fio_depth=*) depth=${w#fio_depth=} ;;
     esac
 done
 jobs="--name=vda --filename=/dev/vda"
@@ -25,7 +27,7 @@ if [ "$disks" = 2 ]; then
 fi
 echo AIOL-FIO-BEGIN
 # (the options before the first --name are every job's)
-fio --rw=randread --bs=4k --iodepth=32 --ioengine=libaio --direct=1 \
+fio --rw=randread --bs=4k --iodepth="$depth" --ioengine=libaio --direct=1 \
     --ramp_time=2 --runtime="$runtime" --time_based --group_reporting \
     --output-format=json $jobs 2>&1
 echo AIOL-FIO-END

@@ -19,8 +19,8 @@
 # machine's KVM runs no guest), which bounds the absolute numbers: read
 # the ratios.
 #
-# fio is Debian's fio source (fetch-source.sh), built static once into
-# WORKDIR/fio-static/fio; the guest is guest-lib.sh's kernel and an
+# fio is Debian's fio source, built static once into WORKDIR/fio-static/fio
+# (guest-lib.sh, guest_fio_static); the guest is guest-lib.sh's kernel and an
 # initramfs with fio and guest-fio-init.sh.  The daemon comes from
 # DAEMON (default build/integrations/vhost/aioloop-vhost-blk).  Every
 # process runs under timeout and is killed by its PID.
@@ -46,25 +46,10 @@ daemon=$(realpath "${DAEMON:-$guest_repo/build/integrations/vhost/aioloop-vhost-
 [ -x "$daemon" ] || { echo "guest-fio: no daemon at $daemon (make)" >&2; exit 1; }
 
 pkgs_install guest-fio seabios qemu-system-data qemu-system-x86 \
-    qemu-system-common gcc make dpkg-dev libaio-dev zlib1g-dev
+    qemu-system-common
 
-# fio, static, from Debian's source
-fio=$work/fio-static/fio
-if [ ! -x "$fio" ]; then
-    mkdir -p "$work/fio-static"
-    "$guest_lib_dir/fetch-source.sh" "$work" fio
-    rm -rf "$work/fio-build"
-    cp -a "$work/src-fio" "$work/fio-build"
-    (cd "$work/fio-build" &&
-     ./configure --build-static --disable-native --disable-numa \
-         --disable-rdma --disable-rados --disable-rbd --disable-http \
-         --disable-gfapi --disable-libnfs --disable-pmem --disable-xnvme \
-         --disable-libzbc --disable-tcmalloc --disable-dfs > configure.log &&
-     nice make -j"$(nproc)" fio > make.log 2>&1) ||
-        { echo "guest-fio: building fio failed (see $work/fio-build)" >&2; exit 1; }
-    strip -o "$fio.tmp" "$work/fio-build/fio"
-    mv "$fio.tmp" "$fio"
-fi
+guest_fio_static "$work"
+fio=$guest_fio
 
 gdir=$work/guest
 guest_parts "$gdir"

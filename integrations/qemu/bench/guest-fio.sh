@@ -1,0 +1,142 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# guest-fio.sh [--rounds R] [--runtime S] [--depths "1 8 32"]
+#              [--disk-dir DIR] [--json OUT] [WORKDIR]
+#
+# fio inside a TCG guest (4 KiB random reads, libaio, O_DIRECT, at each
+# iodepth of --depths) on a virtio-blk-pci disk on an iothread, with
+# aio=io_uring,cache.direct=on, on three QEMUs: stock 7.2
+# (WORKDIR/stock-build), the fork on the epoll fd monitor and the fork on
+# io_uring (WORKDIR/fork-build, AIOLOOP_FDMON).  On the fork's io_uring
+# monitor the requests go on the iothread's own ring; on the other two,
+# on block/io_uring.c's ring of its own.  The disk is a 2 GiB image of
+# random bytes on a real filesystem (--disk-dir, default /var/tmp), the
+# page cache dropped before every boot (root).  Interleaved, R rounds
+# (default 3, every other one in reverse order), medians.  With each:
+# io_uring_enter calls per request, counted by `perf stat` on the
+# syscalls:sys_enter_io_uring_enter tracepoint over QEMU's whole life
+# (boot included) and divided by the requests fio made (its IOPS times
+# ramp + runtime).  The absolute numbers are TCG's (this machine's KVM
+# runs no guest): read the ratios.
+#
+# The guest is guest-lib.sh's kernel and an initramfs with the static fio
+# (guest_fio_static) and integrations/vhost/bench/guest-fio-init.sh.
+# Builds: build.sh --both --all WORKDIR.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+. "$here/../guest-lib.sh"
+rounds=3 runtime=10 depths="1 8 32" disk_dir=/var/tmp json=
+while [ $# -gt 0 ]; do
+    case $1 in
+        --rounds) rounds=$2; shift ;;
+        --runtime) runtime=$2; shift ;;
+        --depths) depths=$2; shift ;;
+        --disk-dir) disk_dir=$2; shift ;;
+        --json) json=$2; shift ;;
+        *) guest_arg guest-fio "$1" ;;
+    esac
+    shift
+done
+work=$(guest_workdir "$guest_work")
+[ "$(id -u)" = 0 ] ||
+    { echo "guest-fio: dropping the page cache needs root" >&2; exit 1; }
+declare -A qemu=([stock]=$work/stock-build/qemu-system-x86_64
+                 [fork-epoll]=$work/fork-build/qemu-system-x86_64
+                 [fork-io_uring]=$work/fork-build/qemu-system-x86_64)
+for v in "${!qemu[@]}"; do
+    [ -x "${qemu[$v]}" ] ||
+        { echo "guest-fio: no ${qemu[$v]}; run build.sh --both --all" >&2; exit 1; }
+done
+
+pkgs_install guest-fio seabios qemu-system-data qemu-system-common \
+    linux-perf python3
+guest_fio_static "$work"
+gdir=$work/guest
+guest_parts "$gdir"
+initrd=$gdir/initrd-fio.cpio.gz
+guest_build_initrd "$initrd" "$guest_repo/integrations/vhost/bench/guest-fio-init.sh" \
+    "$guest_fio"
+
+run=$(mktemp -d "$disk_dir/guest-fio-XXXXXX")
+cleanup() {
+    guest_kill_all
+    if [ -n "${KEEP:-}" ]; then echo "guest-fio: kept $run" >&2; else rm -rf "$run"; fi
+}
+trap cleanup EXIT
+/usr/bin/python3 -c '
+import os, sys
+c = os.urandom(1 << 20)
+with open(sys.argv[1], "wb") as f:
+    for _ in range(2048):
+        f.write(c)
+    os.fsync(f.fileno())' "$run/disk.img"
+
+# one VARIANT DEPTH ROUND: boots the guest on VARIANT's QEMU under perf
+# stat, leaves fio's JSON in $run/TAG.json and the enter count in TAG.perf.
+one() {
+    local v=$1 depth=$2 round=$3 tag fdmon=epoll
+    tag=$v.$depth.$round
+    [ "$v" = fork-io_uring ] && fdmon=io_uring
+    sync
+    echo 3 > /proc/sys/vm/drop_caches
+    AIOLOOP_FDMON=$fdmon guest_spawn $((runtime + 150)) "$run/$tag.qemu.log" \
+        perf stat -x, -o "$run/$tag.perf" -e syscalls:sys_enter_io_uring_enter -- \
+        "${qemu[$v]}" "${guest_qemu_args[@]}" -smp 2 -m 512 \
+        -initrd "$initrd" \
+        -append "$guest_append fio_runtime=$runtime fio_depth=$depth" \
+        -object iothread,id=io0 \
+        -drive "file=$run/disk.img,format=raw,if=none,id=d0,aio=io_uring,cache.direct=on" \
+        -device virtio-blk-pci,drive=d0,iothread=io0 \
+        -serial "file:$run/$tag.console"
+    guest_wait "$guest_pid"
+    [ "$guest_rc" = 0 ] ||
+        { echo "guest-fio: $v failed" >&2; tail "$run/$tag.qemu.log" "$run/$tag.console" >&2; exit 1; }
+    sed -n '/^AIOL-FIO-BEGIN/,/^AIOL-FIO-END/p' "$run/$tag.console" |
+        sed '1d;$d' | tr -d '\r' > "$run/$tag.json"
+    echo "guest-fio: round $round, depth $depth, $v done" >&2
+}
+
+variants=(stock fork-epoll fork-io_uring)
+for ((r = 1; r <= rounds; r++)); do
+    for d in $depths; do
+        order=("${variants[@]}")
+        (( r % 2 == 0 )) && order=(fork-io_uring fork-epoll stock)
+        for v in "${order[@]}"; do
+            one "$v" "$d" "$r"
+        done
+    done
+done
+
+/usr/bin/python3 - "$run" "$rounds" "$runtime" "$depths" "$json" "${variants[@]}" <<'PY'
+import json, statistics, sys
+run, rounds, runtime = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+depths, out, variants = [int(d) for d in sys.argv[4].split()], sys.argv[5], sys.argv[6:]
+res = {}
+for d in depths:
+    res[d] = {}
+    for v in variants:
+        runs = []
+        for r in range(1, rounds + 1):
+            tag = "%s/%s.%d.%d" % (run, v, d, r)
+            text = open(tag + ".json").read()
+            j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
+            enters = next(int(line.split(",")[0]) for line in open(tag + ".perf")
+                          if "io_uring_enter" in line)
+            runs.append({"iops": j["iops"],
+                         "p50_us": j["clat_ns"]["percentile"]["50.000000"] / 1000,
+                         "enters_per_req": enters / (j["iops"] * (runtime + 2))})
+        res[d][v] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
+        res[d][v]["runs"] = runs
+print("| iodepth | QEMU | IOPS in the guest | clat p50 (us) | io_uring_enter per request | / stock | / fork on epoll |")
+print("|---:|---|---:|---:|---:|---:|---:|")
+for d in depths:
+    rows = res[d]
+    for v in variants:
+        print("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f |" % (
+            d, v, rows[v]["iops"], rows[v]["p50_us"], rows[v]["enters_per_req"],
+            rows[v]["iops"] / rows["stock"]["iops"],
+            rows[v]["iops"] / rows["fork-epoll"]["iops"]))
+if out:
+    json.dump(res, open(out, "w"), indent=1)
+PY
