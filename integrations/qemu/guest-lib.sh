@@ -149,6 +149,21 @@ sys.stdout.buffer.write(bytes(r.getrandbits(8) for _ in range(4 << 20)))' > "$gd
     rm -rf "$root"
 }
 
+# For the scripts that run fio in a guest: guest_fio_opt OPT VALUE takes
+# --rounds, --runtime, --disk-dir and --json (into rounds, runtime,
+# disk_dir and json, defaults 3, 10 s, /var/tmp and none) and fails on
+# any other OPT.
+rounds=3 runtime=10 disk_dir=/var/tmp json=
+guest_fio_opt() {
+    case $1 in
+        --rounds) rounds=$2 ;;
+        --runtime) runtime=$2 ;;
+        --disk-dir) disk_dir=$2 ;;
+        --json) json=$2 ;;
+        *) return 1 ;;
+    esac
+}
+
 # guest_fio_static WORK: Debian's fio source (fetch-source.sh), built
 # static once into WORK/fio-static/fio, for a guest initramfs; its path in
 # guest_fio.

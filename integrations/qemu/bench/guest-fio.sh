@@ -26,14 +26,11 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../guest-lib.sh"
-rounds=3 runtime=10 depths="1 8 32" disk_dir=/var/tmp json=
+depths="1 8 32"
 while [ $# -gt 0 ]; do
     case $1 in
-        --rounds) rounds=$2; shift ;;
-        --runtime) runtime=$2; shift ;;
         --depths) depths=$2; shift ;;
-        --disk-dir) disk_dir=$2; shift ;;
-        --json) json=$2; shift ;;
+        --*) guest_fio_opt "$1" "${2:-}" && shift || guest_arg guest-fio "$1" ;;
         *) guest_arg guest-fio "$1" ;;
     esac
     shift

@@ -28,15 +28,12 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../../qemu/guest-lib.sh"
-rounds=3 runtime=10 json= storage=shm,disk disk_dir=/var/tmp ndisks="1 2"
+storage=shm,disk ndisks="1 2"
 while [ $# -gt 0 ]; do
     case $1 in
-        --rounds) rounds=$2; shift ;;
-        --runtime) runtime=$2; shift ;;
         --storage) storage=$2; shift ;;
         --disks) ndisks=$2; shift ;;
-        --disk-dir) disk_dir=$2; shift ;;
-        --json) json=$2; shift ;;
+        --*) guest_fio_opt "$1" "${2:-}" && shift || guest_arg guest-fio "$1" ;;
         *) guest_arg guest-fio "$1" ;;
     esac
     shift
