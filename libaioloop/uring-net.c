@@ -259,15 +259,14 @@ static void recv_done(void *opaque, int res, uint32_t flags)
         return;
     }
     r->req = NULL;
-    if ((res > 0 || res == -ENOBUFS) && !r->stopping) {
-        int ret = recv_arm(r);
-
-        if (ret == 0) {
+    /* data or no free buffer: the kernel ended it, not the peer */
+    if (res > 0 || res == -ENOBUFS) {
+        res = r->stopping ? -ECANCELED : recv_arm(r);
+        if (res == 0) {
             return;
         }
-        res = ret;
     }
-    recv_end(r, res > 0 || res == -ENOBUFS ? -ECANCELED : res);
+    recv_end(r, res);
 }
 
 int aiol__uring_recv_submit(aiol_loop *loop, int fd, aiol_uring_bufs *bufs,
