@@ -293,39 +293,34 @@ static int reap_one(aiol_loop *loop, aiol__uring_state *s,
     if ((st->gen & 0x7fffffffu) != gen || st->armed == 0) {
         return 0; /* a cancelled generation */
     }
-    if (cqe->flags & IORING_CQE_F_MORE) {
-        /* a multishot poll, still armed: no re-arm */
-        node = aiol__handler_lookup(loop, fd);
-        if (node == NULL || node->events == 0) {
+    /* (a multishot poll with IORING_CQE_F_MORE stays armed: no re-arm) */
+    if (!(cqe->flags & IORING_CQE_F_MORE)) {
+        if (res == -EINVAL && (st->armed & ARM_MULTISHOT)) {
+            s->no_multishot = true; /* re-armed single-shot, below */
+            res = -ECANCELED;
+        }
+        st->armed = 0;
+        if (res < 0 && res != -ECANCELED) {
+            /*
+             * -EBADF: the fd was closed before it was armed.  Like epoll,
+             * stop watching it (no re-arm, no callback) until its handler
+             * changes.
+             */
+            loop->stats.bad_fds += res == -EBADF;
             return 0;
         }
-        aiol__ready_add(ready, node, aiol__events_from_poll((unsigned)res));
-        return 1;
-    }
-    if (res == -EINVAL && (st->armed & ARM_MULTISHOT)) {
-        s->no_multishot = true; /* re-armed single-shot, below */
-        res = -ECANCELED;
-    }
-    st->armed = 0;
-    if (res < 0 && res != -ECANCELED) {
-        /*
-         * -EBADF: the fd was closed before it was armed.  Like epoll, stop
-         * watching it (no re-arm, no callback) until its handler changes.
-         */
-        loop->stats.bad_fds += res == -EBADF;
-        return 0;
-    }
-    /* re-armed by the next flush (room: reserve_fd()) */
-    aiol__check(aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap,
-                                   &st->fired, fd) == 0,
-                "fired list full despite reserve_fd()");
-    if (res < 0) {
-        /*
-         * -ECANCELED of the current generation: not our cancel (those bump
-         * the generation) but the kernel's, when the thread that armed the
-         * poll exited.  Re-arm, with no callback.
-         */
-        return 0;
+        /* re-armed by the next flush (room: reserve_fd()) */
+        aiol__check(aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap,
+                                       &st->fired, fd) == 0,
+                    "fired list full despite reserve_fd()");
+        if (res < 0) {
+            /*
+             * -ECANCELED of the current generation: not our cancel (those
+             * bump the generation) but the kernel's, when the thread that
+             * armed the poll exited.  Re-arm, with no callback.
+             */
+            return 0;
+        }
     }
     node = aiol__handler_lookup(loop, fd);
     if (node == NULL || node->events == 0) {
