@@ -12,7 +12,8 @@
  *
  * The fd monitor may take part (its spin_begin and spin_check ops): the
  * io_uring monitor submits queued requests before the window opens, and
- * a completion in its ring ends the window, as work would.
+ * a request's completion, or readiness of a handler that is not being
+ * polled, ends the window, as work would (uring-spin.c).
  *
  * Fairness: the window never runs past the iteration's deadline (a due
  * timer or bottom half ends it), a notify from another thread (a bottom
@@ -220,7 +221,7 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
         if (res == ROUND_WORK) {
             return true;
         }
-        /* Completions on the monitor (a request's): the wait reaps them. */
+        /* Work on the monitor the rounds cannot see: the wait reaps it. */
         if (loop->fdmon->spin_check != NULL && loop->fdmon->spin_check(loop)) {
             return true;
         }

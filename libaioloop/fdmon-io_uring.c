@@ -268,6 +268,27 @@ static bool uring_direct_enter(aiol_loop *loop)
 }
 
 /*
+ * Under loop->lock.  The state of @fd's poll in flight when @ud names it
+ * (fd in *@fdp); NULL for a request, a cancel or a cancelled generation.
+ */
+static aiol__uring_fd *poll_current(aiol__uring_state *s, uint64_t ud,
+                                    int *fdp)
+{
+    int fd = (int)((ud >> 2) & 0x7fffffffu);
+    aiol__uring_fd *st;
+
+    if ((ud & 3) != AIOL__UD_POLL || (size_t)fd >= s->nfds) {
+        return NULL;
+    }
+    st = &s->fds[fd];
+    if ((st->gen & 0x7fffffffu) != (uint32_t)(ud >> 33) || st->armed == 0) {
+        return NULL;
+    }
+    *fdp = fd;
+    return st;
+}
+
+/*
  * Under loop->lock.  Handles one completion; returns 1 if it queued a
  * handler, -1 if it must stay in the ring for now (aiol__uring_req_complete()).
  */
@@ -275,8 +296,7 @@ static int reap_one(aiol_loop *loop, aiol__uring_state *s,
                     const struct io_uring_cqe *cqe, aiol__ready_list *ready)
 {
     uint64_t ud = cqe->user_data;
-    int fd = (int)((ud >> 2) & 0x7fffffffu), res = cqe->res;
-    uint32_t gen = (uint32_t)(ud >> 33);
+    int fd, res = cqe->res;
     aiol__handler *node;
     aiol__uring_fd *st;
 
@@ -286,12 +306,9 @@ static int reap_one(aiol_loop *loop, aiol__uring_state *s,
                                         res, cqe->flags)
                    ? 0 : -1;
     }
-    if ((ud & 3) != AIOL__UD_POLL || (size_t)fd >= s->nfds) {
-        return 0;
-    }
-    st = &s->fds[fd];
-    if ((st->gen & 0x7fffffffu) != gen || st->armed == 0) {
-        return 0; /* a cancelled generation */
+    st = poll_current(s, ud, &fd);
+    if (st == NULL) {
+        return 0; /* a cancel, or a cancelled generation */
     }
     /* (a multishot poll with IORING_CQE_F_MORE stays armed: no re-arm) */
     if (!(cqe->flags & IORING_CQE_F_MORE)) {
@@ -349,6 +366,23 @@ int aiol__uring_cqes_reap(aiol_loop *loop, aiol__uring_state *s,
     }
     io_uring_cq_advance(&s->ring, seen);
     return seen ? queued : -1;
+}
+
+bool aiol__uring_cqe_ends_spin(aiol_loop *loop, aiol__uring_state *s,
+                               const struct io_uring_cqe *cqe)
+{
+    aiol__handler *node;
+    int fd;
+
+    aiol__assert_locked(loop);
+    if ((cqe->user_data & 3) == AIOL__UD_REQ) {
+        return true;
+    }
+    if (poll_current(s, cqe->user_data, &fd) == NULL) {
+        return false; /* nothing to dispatch */
+    }
+    node = aiol__handler_lookup(loop, fd);
+    return node != NULL && !node->poll_started;
 }
 
 void aiol__uring_polls_rearm(aiol_loop *loop, aiol__uring_state *s)
@@ -432,36 +466,6 @@ static void uring_flush(aiol_loop *loop)
     (void)aiol__uring_ring_look(loop, s);
 }
 
-/*
- * Busy polling is about to spin: requests queued since the last wait go
- * to the kernel now, so a fast device completes them within the window.
- * Registration changes wait for the wait: re-arming fds that fired would
- * cost an entry per iteration for completions the window does not need.
- */
-static void uring_spin_begin(aiol_loop *loop)
-{
-    aiol__uring_state *s = loop->fdmon_state;
-
-    if (io_uring_sq_ready(&s->ring) != 0) {
-        aiol__uring_ring_bind(loop, s);
-        (void)aiol__uring_ring_look(loop, s);
-    }
-}
-
-/*
- * A CQE in the ring, or completion work the kernel holds for us (the
- * bound ring defers it: IORING_SQ_TASKRUN) or overflowed: the wait's look
- * reaps it.
- */
-static bool uring_spin_check(aiol_loop *loop)
-{
-    aiol__uring_state *s = loop->fdmon_state;
-
-    return io_uring_cq_ready(&s->ring) != 0 ||
-           (IO_URING_READ_ONCE(*s->ring.sq.kflags) &
-            (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0;
-}
-
 static bool uring_pending(aiol_loop *loop)
 {
     aiol__uring_state *s = loop->fdmon_state;
@@ -532,8 +536,8 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .update = uring_update,
     .wait = uring_wait,
     .pending = uring_pending,
-    .spin_begin = uring_spin_begin,
-    .spin_check = uring_spin_check,
+    .spin_begin = aiol__uring_spin_begin, /* uring-spin.c */
+    .spin_check = aiol__uring_spin_check,
     .embed = &(const aiol__fdmon_embed_ops){
         .get_fd = uring_get_fd,
         .flush = uring_flush,

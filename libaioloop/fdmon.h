@@ -188,10 +188,12 @@ typedef struct aiol__fdmon_ops {
      */
     void (*spin_begin)(aiol_loop *loop);
     /*
-     * Optional.  True when completions wait for the next wait to reap
-     * them, seen without a syscall; busy polling then ends its window and
-     * the iteration looks instead.  Called every round: cheap.  Polling
-     * thread, lock not held.
+     * Optional.  True when the monitor holds work the poll callbacks
+     * cannot see (a request's completion, readiness of a handler not
+     * being polled) for the next wait to reap; busy polling then ends its
+     * window and the iteration looks instead.  Called every round: no
+     * syscall unless the kernel holds new work.  Polling thread, lock not
+     * held.
      */
     bool (*spin_check)(aiol_loop *loop);
     const aiol__fdmon_embed_ops *embed; /* optional: NULL, no host loop */

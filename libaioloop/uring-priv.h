@@ -7,7 +7,8 @@
  *     the calls that enter the kernel;
  *   - uring-req.c, the request engine behind aioloop/uring.h, whose
  *     public entry points are in uring.c;
- *   - uring-net.c, buffer groups, multishot receives and sends on it.
+ *   - uring-net.c, buffer groups, multishot receives and sends on it;
+ *   - uring-spin.c, the monitor's part in busy polling.
  * Every function here runs on the polling thread unless it says more.
  */
 #ifndef AIOLOOP_URING_PRIV_H
@@ -58,6 +59,9 @@ typedef struct aiol__uring_state {
     /* Buffer groups (uring-net.c); polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_bufs) bufs;
     uint16_t next_bgid;        /* the next group id to try */
+    /* Busy polling (uring-spin.c); polling thread.  The CQ index up to
+       which this window's completions were found not to end it. */
+    unsigned spin_seen;
 } aiol__uring_state;
 
 /* ------------------------------------------------------- uring-ring.c */
@@ -103,6 +107,22 @@ int aiol__uring_cqes_reap(aiol_loop *loop, aiol__uring_state *s,
  * each watched fd is marked for a new one at the next flush.
  */
 void aiol__uring_polls_rearm(aiol_loop *loop, aiol__uring_state *s);
+/*
+ * Under loop->lock; while busy polling.  Whether @cqe is work the spin
+ * cannot see: a request's completion, or readiness of a handler whose
+ * poll callback is not spinning in this window.  Readiness of one that
+ * is (a virtqueue's ioeventfd) is not: its poll callback sees the same
+ * work, and the completion waits in the ring for the next reap, as
+ * epoll's readiness waits for the next epoll_wait().
+ */
+bool aiol__uring_cqe_ends_spin(aiol_loop *loop, aiol__uring_state *s,
+                               const struct io_uring_cqe *cqe);
+
+/* ------------------------------------------------------- uring-spin.c */
+
+/* The monitor's spin_begin and spin_check ops (fdmon.h). */
+void aiol__uring_spin_begin(aiol_loop *loop);
+bool aiol__uring_spin_check(aiol_loop *loop);
 
 /* -------------------------------------------------------- uring-req.c */
 

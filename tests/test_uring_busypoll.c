@@ -11,7 +11,11 @@
  *   - a request's completion ends the window within a round, as work a
  *     poll callback found would (counted in poll callback calls after the
  *     completion became possible; the window is milliseconds long, so a
- *     loop that ignored the ring would spin thousands of rounds more).
+ *     loop that ignored the ring would spin thousands of rounds more);
+ *     so does readiness of a handler that is not being polled;
+ *   - readiness of the polled handler's own fd does not end the window:
+ *     its poll callback sees the same work, and epoll would keep spinning.
+ *     Its read callback runs after the window, as on epoll.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -41,7 +45,9 @@ typedef struct spinner {
     int efd;
     int watch_rfd;        /* >= 0: poll() reports work once it has data */
     int write_at;         /* > 0: the poll() call that writes to write_wfd */
-    int write_wfd;
+    int write_wfd;        /* the spinner's eventfd: signalled */
+    int kick_at;          /* > 0: the poll() call that reports work */
+    int reads;            /* read callbacks */
     int polls;            /* poll() calls */
     int polls_at_write;   /* polls when the write was made */
     int saw_data;         /* poll() calls that found watch_rfd readable */
@@ -59,8 +65,15 @@ static bool spin_poll(void *opaque)
         return true;
     }
     if (sp->write_at > 0 && sp->polls == sp->write_at) {
-        assert_int_equal(write(sp->write_wfd, "x", 1), 1);
+        if (sp->write_wfd == sp->efd) {
+            tu_eventfd_signal(sp->efd);
+        } else {
+            assert_int_equal(write(sp->write_wfd, "x", 1), 1);
+        }
         sp->polls_at_write = sp->polls;
+    }
+    if (sp->kick_at > 0 && sp->polls == sp->kick_at) {
+        return true;
     }
     if (sp->watch_rfd >= 0) {
         assert_int_equal(ioctl(sp->watch_rfd, FIONREAD, &avail), 0);
@@ -83,7 +96,10 @@ static void spin_ready(void *opaque)
 
 static void spin_read(void *opaque)
 {
-    tu_eventfd_drain(((spinner *)opaque)->efd);
+    spinner *sp = opaque;
+
+    sp->reads++;
+    tu_eventfd_drain(sp->efd);
 }
 
 /*
@@ -210,6 +226,63 @@ static void test_deferred_completion_ends_the_window(void **state)
     close(p[1]);
 }
 
+/*
+ * The guest kicks a virtqueue the loop is polling: its ioeventfd fires
+ * mid-window.  The spin goes on until the poll callback reports work (a
+ * hundred rounds later here), and the read callback runs after it.
+ */
+static void test_polled_handlers_readiness_keeps_the_window(void **state)
+{
+    spinner sp;
+    aiol_loop *loop = spinning_loop(&sp);
+
+    (void)state;
+    sp.polls = 0;
+    sp.reads = 0;
+    sp.write_wfd = sp.efd;
+    sp.write_at = 5;
+    sp.kick_at = 105;
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(sp.polls_at_write, 5);
+    assert_true(sp.polls >= sp.kick_at);
+    while (sp.reads == 0) {
+        aiol_loop_poll(loop, true);
+    }
+    sp.kick_at = 0;
+    spinning_loop_free(&sp);
+}
+
+/*
+ * A handler with no poll callback becomes ready mid-window: the window
+ * ends within a round or two, and its callback runs.
+ */
+static void test_unpolled_readiness_ends_the_window(void **state)
+{
+    spinner sp;
+    aiol_loop *loop = spinning_loop(&sp);
+    int p[2];
+    th other;
+
+    (void)state;
+    tu_pipe(p);
+    th_add(&other, loop, p[0], th_cb_read, NULL);
+    aiol_loop_poll(loop, false); /* its poll is armed */
+    other.reads = 0;
+
+    sp.polls = 0;
+    sp.write_wfd = p[1];
+    sp.write_at = 5;
+    while (other.reads == 0) {
+        aiol_loop_poll(loop, true);
+    }
+    assert_int_equal(sp.polls_at_write, 5);
+    assert_true(sp.polls - sp.polls_at_write <= 3);
+    th_remove(&other);
+    spinning_loop_free(&sp);
+    close(p[0]);
+    close(p[1]);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -218,6 +291,10 @@ int main(void)
         cmocka_unit_test_setup(test_completion_in_ring_ends_the_window,
                                ur_setup),
         cmocka_unit_test_setup(test_deferred_completion_ends_the_window,
+                               ur_setup),
+        cmocka_unit_test_setup(test_polled_handlers_readiness_keeps_the_window,
+                               ur_setup),
+        cmocka_unit_test_setup(test_unpolled_readiness_ends_the_window,
                                ur_setup),
     };
 
