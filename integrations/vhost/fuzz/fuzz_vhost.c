@@ -72,7 +72,7 @@ static void send_message(fz *f, uint8_t ctl, const uint8_t *p, size_t len)
 {
     vfe fe = { .sock = f->sock }; /* (only its socket: vfe_send_raw) */
     unsigned nfds = ctl & 7;
-    int fds[8];
+    int fds[8] = { 0 };
 
     if (len == 0) {
         return;

@@ -47,16 +47,28 @@ void aiol__vhost_mem_unmap(vu_mem *m);
 void *aiol__vhost_gpa(const vu_mem *m, uint64_t gpa, uint64_t len);
 /* The same for a frontend userspace address (SET_VRING_ADDR). */
 void *aiol__vhost_uva(const vu_mem *m, uint64_t uva, uint64_t len);
+/* aiol__vhost_uva(), NULL also when the host address is not a multiple
+ * of @align (a ring part's alignment). */
+void *aiol__vhost_uva_aligned(const vu_mem *m, uint64_t uva, uint64_t len,
+                              uintptr_t align);
 /* Host address of a gpa and how many bytes from there lie in its region. */
 void *aiol__vhost_gpa_chunk(const vu_mem *m, uint64_t gpa, uint64_t *avail);
 
-/* ---- split rings (virtio 1.x layout) ---- */
+/* ---- ring layouts (vq-split.c, vq-packed.c) ---- */
 
 #define VRING_DESC_F_NEXT 1u
 #define VRING_DESC_F_WRITE 2u
 #define VRING_DESC_F_INDIRECT 4u
 #define VRING_AVAIL_F_NO_INTERRUPT 1u
 #define VRING_USED_F_NO_NOTIFY 1u  /* used->flags: the device wants no kick */
+/* Packed descriptors' flags: AVAIL equal to the driver's wrap counter and
+ * USED not, available; both equal to the device's, used (virtio 1.1). */
+#define VRING_PACKED_F_AVAIL (1u << 7)
+#define VRING_PACKED_F_USED (1u << 15)
+/* Event suppression flags (packed): both areas. */
+#define VRING_EVENT_F_ENABLE 0u
+#define VRING_EVENT_F_DISABLE 1u
+#define VRING_EVENT_F_DESC 2u     /* at (off, wrap): with EVENT_IDX only */
 
 typedef struct vring_desc {
     uint64_t addr;
@@ -70,19 +82,59 @@ typedef struct vring_used_elem {
     uint32_t len;
 } vring_used_elem;
 
+/*
+ * What differs between the split and the packed layout.  vq.c holds the
+ * rest (fds, kicks, busy polling, the public calls) and calls these on
+ * the loop's thread; each takes a ring whose addresses are mapped.
+ */
+typedef struct vu_ring_ops {
+    /* Checks the ring's addresses against @m; with @commit, maps them.
+     * 0 or -EFAULT. */
+    int (*map)(aiol_vhost_vq *vq, const vu_mem *m, bool commit);
+    /* The ring (re)starts on a kick fd: the device's used position. */
+    void (*start)(aiol_vhost_vq *vq);
+    /* Whether the driver published a chain not popped yet (busy polling,
+     * no side effect). */
+    bool (*avail_pending)(const aiol_vhost_vq *vq);
+    /* aiol_vhost_vq_pop() on a running ring that is not broken. */
+    int (*pop)(aiol_vhost_vq *vq, aiol_vhost_elem *e);
+    /* aiol_vhost_vq_push() of an element popped from this ring. */
+    void (*push)(aiol_vhost_vq *vq, const aiol_vhost_elem *e, uint32_t len);
+    /* After a full fence behind the pushes: whether the driver wants a
+     * call for them (its suppression, or with EVENT_IDX its event). */
+    bool (*call_wanted)(aiol_vhost_vq *vq);
+    /* Asks the driver for kicks again (@want) or for none (the loop polls
+     * the ring).  Without a fence: the caller orders its look after. */
+    void (*kicks_want)(aiol_vhost_vq *vq, bool want);
+} vu_ring_ops;
+
+extern const vu_ring_ops aiol__vhost_split;
+extern const vu_ring_ops aiol__vhost_packed;
+
 struct aiol_vhost_vq {
     aiol_vhost_dev *dev;
+    const vu_ring_ops *ring;      /* the layout: packed once negotiated */
     unsigned index;
     uint16_t num;                 /* SET_VRING_NUM, 0: not set */
     bool have_uva;                /* SET_VRING_ADDR seen */
     bool addr_set;                /* and translated */
     uint64_t desc_uva, avail_uva, used_uva;
-    vring_desc *desc;             /* host pointers, valid when addr_set */
-    uint16_t *avail;              /* flags, idx, ring[num], used_event */
-    uint16_t *used;               /* flags, idx, then elems, avail_event */
-    uint16_t last_avail;          /* next avail entry to pop */
-    uint16_t used_idx;            /* shadow of used->idx */
-    uint16_t signalled_used;      /* used idx at the last notify */
+    /* Host pointers, valid when addr_set.  Split: the descriptor table,
+     * avail ring (flags, idx, ring[num], used_event) and used ring (flags,
+     * idx, elems, avail_event).  Packed: the descriptor ring and, in avail
+     * and used, the driver and device event suppression areas (off_wrap,
+     * flags). */
+    void *desc;
+    uint16_t *avail;
+    uint16_t *used;
+    uint16_t last_avail;          /* next avail entry (split) or descriptor
+                                     (packed) to pop */
+    uint16_t used_idx;            /* split: shadow of used->idx; packed: the
+                                     next descriptor to write used */
+    bool avail_wrap, used_wrap;   /* packed: the device's wrap counters of
+                                     last_avail and used_idx */
+    uint16_t signalled_used;      /* split: used idx at the last notify */
+    uint32_t used_since;          /* packed: descriptors used since then */
     bool signalled_valid;
     bool pushed;                  /* pushed since the last notify */
     int kick_fd, call_fd, err_fd; /* -1: none */
@@ -135,6 +187,29 @@ void aiol__vhost_reset(aiol_vhost_dev *dev);
 /* vq.c */
 void aiol__vhost_vq_init(aiol_vhost_vq *vq, aiol_vhost_dev *dev,
                          unsigned index);
+/* The layout the negotiated features give (VIRTIO_F_RING_PACKED). */
+const vu_ring_ops *aiol__vhost_vq_layout(const aiol_vhost_dev *dev);
+/* Whether @bit of the device's features was negotiated. */
+bool aiol__vhost_vq_has(const aiol_vhost_vq *vq, unsigned bit);
+/* Breaks the ring for a malformed chain (@why in the device's error,
+ * the err fd signalled).  Returns -EIO. */
+int aiol__vhost_vq_broken(aiol_vhost_vq *vq, const char *why);
+/*
+ * Appends a buffer of a chain to @e: @len bytes at guest address @addr,
+ * device-writable if @write.  0; -ENOBUFS (e->iov full); -EIO (broken: a
+ * readable buffer after a writable one, a chain over 4 GiB, an address
+ * outside guest RAM).
+ */
+int aiol__vhost_elem_add(aiol_vhost_vq *vq, aiol_vhost_elem *e,
+                         uint64_t addr, uint32_t len, bool write);
+/* The host address of an indirect table (@len bytes at @addr) after its
+ * checks, with its descriptor count in *@count; NULL: broken. */
+const uint8_t *aiol__vhost_ind_table(aiol_vhost_vq *vq, uint64_t addr,
+                                     uint32_t len, uint32_t *count);
+/* SET_VRING_BASE's number for the layout: 0 or -EINVAL. */
+int aiol__vhost_vq_base_set(aiol_vhost_vq *vq, uint32_t num);
+/* GET_VRING_BASE's number (after aiol__vhost_vq_stop()). */
+uint32_t aiol__vhost_vq_base_get(const aiol_vhost_vq *vq);
 /* Closes the ring's fds and forgets it (stops it first). */
 void aiol__vhost_vq_reset(aiol_vhost_vq *vq);
 /* Stops the ring (GET_VRING_BASE): no more kicks, queue_stop called. */

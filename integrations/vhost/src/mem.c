@@ -147,3 +147,11 @@ void *aiol__vhost_uva(const vu_mem *m, uint64_t uva, uint64_t len)
     }
     return NULL;
 }
+
+void *aiol__vhost_uva_aligned(const vu_mem *m, uint64_t uva, uint64_t len,
+                              uintptr_t align)
+{
+    void *p = aiol__vhost_uva(m, uva, len);
+
+    return p != NULL && (uintptr_t)p % align == 0 ? p : NULL;
+}

@@ -41,6 +41,7 @@ static int refuse(aiol_vhost_dev *dev, int err, const char *reason)
 static uint64_t offered_features(aiol_vhost_dev *dev)
 {
     uint64_t f = BIT(AIOL_VHOST_F_VERSION_1) |
+                 BIT(AIOL_VHOST_F_RING_PACKED) |
                  BIT(AIOL_VHOST_F_RING_INDIRECT_DESC) |
                  BIT(AIOL_VHOST_F_RING_EVENT_IDX) |
                  BIT(AIOL_VHOST_F_PROTOCOL_FEATURES);
@@ -98,10 +99,18 @@ static aiol_vhost_vq *payload_vq(aiol_vhost_dev *dev, uint32_t idx)
 static int set_features(aiol_vhost_dev *dev)
 {
     uint64_t f = payload_u64(dev);
+    bool relayout;
     int r;
 
     if ((f & ~offered_features(dev)) != 0) {
         return refuse(dev, -EINVAL, "SET_FEATURES: bits that were not offered");
+    }
+    relayout = ((f ^ dev->features) & BIT(AIOL_VHOST_F_RING_PACKED)) != 0;
+    for (unsigned i = 0; relayout && i < dev->num_queues; i++) {
+        if (dev->vqs[i].started) {
+            return refuse(dev, -EBUSY, "SET_FEATURES: ring layout changed "
+                          "while a ring runs");
+        }
     }
     if (dev->ops.set_features != NULL &&
         (r = dev->ops.set_features(dev->opaque, f)) < 0) {
@@ -110,6 +119,13 @@ static int set_features(aiol_vhost_dev *dev)
     dev->features = f;
     /* Without PROTOCOL_FEATURES, rings start enabled (vhost-user spec). */
     for (unsigned i = 0; i < dev->num_queues; i++) {
+        if (relayout) {
+            /* (stopped rings: their addresses mean another layout now,
+               so they need SET_VRING_NUM and ADDR again) */
+            dev->vqs[i].ring = aiol__vhost_vq_layout(dev);
+            dev->vqs[i].num = 0;
+            dev->vqs[i].have_uva = dev->vqs[i].addr_set = false;
+        }
         if (!(f & BIT(AIOL_VHOST_F_PROTOCOL_FEATURES))) {
             dev->vqs[i].enabled = true;
         }
@@ -176,8 +192,10 @@ static int set_vring_num(aiol_vhost_dev *dev)
     if (r < 0) {
         return r;
     }
-    if (num == 0 || num > AIOL_VHOST_MAX_RING || (num & (num - 1)) != 0) {
-        return refuse(dev, -EINVAL, "SET_VRING_NUM: not a power of 2 in 1..32768");
+    if (num == 0 || num > AIOL_VHOST_MAX_RING ||
+        (vq->ring == &aiol__vhost_split && (num & (num - 1)) != 0)) {
+        return refuse(dev, -EINVAL, "SET_VRING_NUM: not in 1..32768, or "
+                      "(split) not a power of 2");
     }
     if (vq->started) {
         return refuse(dev, -EBUSY, "SET_VRING_NUM: ring is running");
@@ -197,13 +215,13 @@ static int set_vring_base(aiol_vhost_dev *dev)
     if (r < 0) {
         return r;
     }
-    if (num > 0xffff) {
-        return refuse(dev, -EINVAL, "SET_VRING_BASE: index over 16 bits");
-    }
     if (vq->started) {
         return refuse(dev, -EBUSY, "SET_VRING_BASE: ring is running");
     }
-    vq->last_avail = (uint16_t)num;
+    if (aiol__vhost_vq_base_set(vq, num) < 0) {
+        return refuse(dev, -EINVAL, "SET_VRING_BASE: index over 16 bits, "
+                      "or (packed) not inside the ring");
+    }
     return 0;
 }
 
@@ -218,7 +236,7 @@ static int get_vring_base(aiol_vhost_dev *dev)
     }
     aiol__vhost_vq_stop(vq);
     s[0] = vq->index;
-    s[1] = vq->last_avail;
+    s[1] = aiol__vhost_vq_base_get(vq);
     r = aiol__vhost_send_reply(dev, dev->req, s, sizeof(s));
     return r < 0 ? r : REPLIED;
 }

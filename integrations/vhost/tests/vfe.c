@@ -11,6 +11,7 @@
 
 #include <errno.h>
 #include <poll.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
@@ -57,6 +58,8 @@ int vfe_connect(vfe *f, const char *path, vfe_pump_fn *pump, void *opaque)
     }
     f->pump = pump;
     f->pump_opaque = opaque;
+    f->want_packed = getenv("VFE_RING") != NULL &&
+                     strcmp(getenv("VFE_RING"), "packed") == 0;
     strncpy(sa.sun_path, path, sizeof(sa.sun_path) - 1);
     f->sock = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
     if (f->sock < 0) {
@@ -254,6 +257,9 @@ int vfe_negotiate(vfe *f, uint64_t features, uint64_t protocol)
         return r;
     }
     f->features = v & features;
+    if (!f->want_packed) {
+        f->features &= ~(1ull << AIOL_VHOST_F_RING_PACKED);
+    }
     if ((r = vfe_set_u64(f, AIOL_VHOST_SET_FEATURES, f->features,
                          false)) < 0) {
         return r;
@@ -355,29 +361,48 @@ static uint64_t read_efd(int fd)
     return v;
 }
 
+bool vfe_packed(const vfe *f)
+{
+    return (f->features >> AIOL_VHOST_F_RING_PACKED) & 1;
+}
+
+unsigned vfe_ring_units(const vfe *f, unsigned chains, unsigned per)
+{
+    return vfe_packed(f) ? chains * per : chains;
+}
+
 int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd)
 {
     vfe_vq *q = &f->vq[idx];
     uint8_t a[40];
     uint32_t h[2] = { idx, 0 };
     uint64_t v[4], arg;
+    bool packed = vfe_packed(f);
+    size_t alen = packed ? 4 : 6u + 2u * num;
+    size_t ulen = packed ? 4 : 6u + 8u * num;
     int r;
 
+    if (packed && num > VFE_PACKED_MAX) {
+        return -E2BIG;
+    }
     q->num = num;
+    q->packed = packed;
     q->desc_gpa = vfe_alloc(f, 0, 16u * num, 16);
-    q->avail_gpa = vfe_alloc(f, 0, 6u + 2u * num, 2);
-    q->used_gpa = vfe_alloc(f, 0, 6u + 8u * num, 4);
+    q->avail_gpa = vfe_alloc(f, 0, alen, packed ? 4 : 2);
+    q->used_gpa = vfe_alloc(f, 0, ulen, 4);
     q->desc = vfe_gpa(f, q->desc_gpa);
     q->avail = vfe_gpa(f, q->avail_gpa);
     q->used = vfe_gpa(f, q->used_gpa);
     memset(q->desc, 0, 16u * num);
-    memset(q->avail, 0, 6u + 2u * num);
-    memset(q->used, 0, 6u + 8u * num);
+    memset(q->avail, 0, alen);
+    memset(q->used, 0, ulen);
     q->avail_idx = q->last_used = q->next_desc = 0;
+    vfe_packed_reset(q);
+    /* (packed: next descriptor 0 on lap 1, used position the same) */
     if ((r = vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, idx, num,
                              false)) < 0 ||
-        (r = vfe_vring_state(f, AIOL_VHOST_SET_VRING_BASE, idx, 0,
-                             false)) < 0) {
+        (r = vfe_vring_state(f, AIOL_VHOST_SET_VRING_BASE, idx,
+                             packed ? 0x80008000u : 0, false)) < 0) {
         return r;
     }
     v[0] = uva_of(f, q->desc_gpa);
@@ -468,6 +493,9 @@ uint16_t vfe_vq_add(vfe *f, unsigned idx, const vfe_buf *bufs, unsigned n,
     vfe_vq *q = &f->vq[idx];
     uint16_t head = q->next_desc % q->num;
 
+    if (q->packed) {
+        return vfe_packed_add(f, q, bufs, n, indirect);
+    }
     if (indirect) {
         uint64_t t = vfe_alloc(f, 0, 16u * n, 16);
 
@@ -510,7 +538,13 @@ int vfe_vq_stop(vfe *f, unsigned idx)
     if (r < 0 || (r = vfe_recv(f, AIOL_VHOST_GET_VRING_BASE, s, 8)) < 0) {
         return r;
     }
-    return r == 8 && s[0] == idx ? (int)s[1] : -EPROTO;
+    if (r != 8 || s[0] != idx) {
+        return -EPROTO;
+    }
+    if (f->vq[idx].packed) {
+        return (int)((s[1] & 0x7fff) + (s[1] & 0x8000 ? 0 : f->vq[idx].num));
+    }
+    return (int)s[1];
 }
 
 static uint16_t used_idx(vfe_vq *q)
@@ -523,7 +557,11 @@ int vfe_vq_wait_used(vfe *f, unsigned idx, uint32_t *id, uint32_t *len)
     vfe_vq *q = &f->vq[idx];
 
     for (int i = 0; i < WAIT_ROUNDS; i++) {
-        if (used_idx(q) != q->last_used) {
+        if (q->packed) {
+            if (vfe_packed_take_used(q, id, len)) {
+                return 0;
+            }
+        } else if (used_idx(q) != q->last_used) {
             uint32_t e[2];
 
             memcpy(e, q->used + 4 + 8u * (q->last_used % q->num), 8);
@@ -544,6 +582,9 @@ int vfe_vq_wait_used(vfe *f, unsigned idx, uint32_t *id, uint32_t *len)
 unsigned vfe_vq_used_pending(vfe *f, unsigned idx)
 {
     vfe_pump(f, 20);
+    if (f->vq[idx].packed) {
+        return vfe_packed_used_pending(&f->vq[idx]);
+    }
     return (uint16_t)(used_idx(&f->vq[idx]) - f->vq[idx].last_used);
 }
 
@@ -561,6 +602,10 @@ void vfe_vq_set_used_event(vfe *f, unsigned idx, uint16_t v)
 {
     vfe_vq *q = &f->vq[idx];
 
+    if (q->packed) {
+        vfe_packed_set_used_event(q, v);
+        return;
+    }
     __atomic_store_n((uint16_t *)q->avail + 2 + q->num, v, __ATOMIC_RELEASE);
 }
 
@@ -568,6 +613,9 @@ uint16_t vfe_vq_avail_event(vfe *f, unsigned idx)
 {
     vfe_vq *q = &f->vq[idx];
 
+    if (q->packed) {
+        return vfe_packed_avail_event(q);
+    }
     return __atomic_load_n((uint16_t *)q->used + 2 + 4 * q->num,
                            __ATOMIC_ACQUIRE);
 }
@@ -576,5 +624,18 @@ void vfe_vq_no_interrupt(vfe *f, unsigned idx, bool on)
 {
     uint16_t *flags = (uint16_t *)f->vq[idx].avail;
 
+    if (f->vq[idx].packed) {
+        vfe_packed_no_interrupt(&f->vq[idx], on);
+        return;
+    }
     __atomic_store_n(flags, on ? 1 : 0, __ATOMIC_RELEASE);
+}
+
+bool vfe_vq_kicks_off(vfe *f, unsigned idx)
+{
+    if (f->vq[idx].packed) {
+        return !vfe_packed_kicks_wanted(&f->vq[idx]);
+    }
+    return __atomic_load_n((uint16_t *)f->vq[idx].used, __ATOMIC_ACQUIRE) &
+           1;
 }

@@ -32,14 +32,24 @@ typedef struct vfe_buf {
     bool write;  /* device-writable */
 } vfe_buf;
 
+/* Largest packed ring the test frontend drives. */
+#define VFE_PACKED_MAX 1024
+
 typedef struct vfe_vq {
     uint16_t num;
+    bool packed;             /* packed layout (VIRTIO_F_RING_PACKED) */
     uint64_t desc_gpa, avail_gpa, used_gpa;
     uint8_t *desc, *avail, *used;
     int kick, call, err;     /* frontend's ends; call -1 with NOFD */
     uint64_t call_on_set;    /* signals the call fd had right after
                                 SET_VRING_CALL (then read away) */
     uint16_t avail_idx, last_used, next_desc;
+    /* packed: wrap counters of next_desc and last_used, buffer ids in
+       use and each one's descriptor count */
+    bool avail_wrap, used_wrap;
+    uint16_t id_next;
+    bool id_busy[VFE_PACKED_MAX];
+    uint16_t id_ndescs[VFE_PACKED_MAX];
 } vfe_vq;
 
 typedef struct vfe_region {
@@ -57,9 +67,11 @@ typedef struct vfe {
     vfe_region reg[VFE_MAX_REGIONS];
     vfe_vq vq[VFE_MAX_VQ];
     uint64_t features, protocol;
+    bool want_packed;        /* VFE_RING=packed: negotiate packed rings */
 } vfe;
 
-/* Connects to @path.  0 or -errno. */
+/* Connects to @path.  0 or -errno.  With VFE_RING=packed in the
+ * environment, the session negotiates packed rings when offered. */
 int vfe_connect(vfe *f, const char *path, vfe_pump_fn *pump, void *opaque);
 /* Closes the connection, the ring fds and the guest RAM. */
 void vfe_close(vfe *f);
@@ -87,8 +99,9 @@ int vfe_vring_state(vfe *f, uint32_t req, uint32_t idx, uint32_t num,
 /* True when the backend closed the connection (pumps a while first). */
 bool vfe_dropped(vfe *f);
 
-/* GET/SET_FEATURES (offered & @features), GET/SET_PROTOCOL_FEATURES
- * (offered & @protocol), SET_OWNER.  0 or -errno. */
+/* GET/SET_FEATURES (offered & @features, packed rings only when wanted),
+ * GET/SET_PROTOCOL_FEATURES (offered & @protocol), SET_OWNER.  0 or
+ * -errno. */
 int vfe_negotiate(vfe *f, uint64_t features, uint64_t protocol);
 
 /* Creates @size bytes of guest RAM in @nregions equal regions. */
@@ -103,7 +116,12 @@ uint64_t vfe_alloc(vfe *f, unsigned r, size_t len, size_t align);
 /* Lays out queue @idx (size @num) in region 0 and sends NUM, BASE, ADDR,
  * KICK, CALL (NOFD if @call_nofd) and ERR.  0 or -errno. */
 int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd);
-/* Writes descriptor @i of queue @idx (raw, for hostile tests). */
+/* Whether the session's rings are packed. */
+bool vfe_packed(const vfe *f);
+/* Ring positions @chains chains of @per descriptors take: descriptors on
+ * a packed ring, avail entries on a split one. */
+unsigned vfe_ring_units(const vfe *f, unsigned chains, unsigned per);
+/* Writes descriptor @i of queue @idx (raw, split, for hostile tests). */
 void vfe_desc_write(vfe *f, unsigned idx, uint16_t i, uint64_t addr,
                     uint32_t len, uint16_t flags, uint16_t next);
 /* Writes descriptor @i of an indirect table at @table_gpa. */
@@ -112,11 +130,12 @@ void vfe_ind_write(vfe *f, uint64_t table_gpa, uint16_t i, uint64_t addr,
 /* Puts @head in the avail ring and publishes it (avail idx + 1). */
 void vfe_vq_publish(vfe *f, unsigned idx, uint16_t head);
 /* Adds a chain of @n buffers (direct, or one indirect table); returns
- * its head. */
+ * its head (split) or buffer id (packed): the used element's id. */
 uint16_t vfe_vq_add(vfe *f, unsigned idx, const vfe_buf *bufs, unsigned n,
                     bool indirect);
 void vfe_vq_kick(vfe *f, unsigned idx);
-/* GET_VRING_BASE: stops the ring; returns its base (>= 0) or -errno. */
+/* GET_VRING_BASE: stops the ring; returns its base (>= 0; packed: the
+ * next descriptor, plus the size on an odd lap) or -errno. */
 int vfe_vq_stop(vfe *f, unsigned idx);
 /* Pumps until a used element appears; 0 or -ETIMEDOUT. */
 int vfe_vq_wait_used(vfe *f, unsigned idx, uint32_t *id, uint32_t *len);
@@ -126,12 +145,32 @@ unsigned vfe_vq_used_pending(vfe *f, unsigned idx);
 uint64_t vfe_vq_calls(vfe *f, unsigned idx);
 /* The same for the err eventfd. */
 uint64_t vfe_vq_errs(vfe *f, unsigned idx);
-/* Event idx: sets used_event (avail ring's tail), reads avail_event. */
+/* Event idx: sets used_event (avail ring's tail), reads avail_event.
+ * Packed: the driver's and the device's event descriptor, as a count of
+ * descriptors (offset, plus the size on an odd lap). */
 void vfe_vq_set_used_event(vfe *f, unsigned idx, uint16_t v);
 uint16_t vfe_vq_avail_event(vfe *f, unsigned idx);
-/* Sets or clears VRING_AVAIL_F_NO_INTERRUPT. */
+/* Sets or clears VRING_AVAIL_F_NO_INTERRUPT (packed: the driver's event
+ * flags, DISABLE or ENABLE). */
 void vfe_vq_no_interrupt(vfe *f, unsigned idx, bool on);
+/* Whether the device asks for no kicks: VRING_USED_F_NO_NOTIFY, or
+ * (packed) its event flags DISABLE. */
+bool vfe_vq_kicks_off(vfe *f, unsigned idx);
 /* Pumps the backend @n rounds. */
 void vfe_pump(vfe *f, int n);
+
+/* vfe-packed.c, behind the calls above. */
+void vfe_pdesc_put(uint8_t *p, uint64_t addr, uint32_t len, uint16_t id,
+                   uint16_t flags);
+uint16_t vfe_packed_avail_flags(const vfe_vq *q);
+void vfe_packed_reset(vfe_vq *q);
+uint16_t vfe_packed_add(vfe *f, vfe_vq *q, const vfe_buf *bufs, unsigned n,
+                        bool indirect);
+bool vfe_packed_take_used(vfe_vq *q, uint32_t *id, uint32_t *len);
+unsigned vfe_packed_used_pending(vfe_vq *q);
+void vfe_packed_set_used_event(vfe_vq *q, uint16_t v);
+uint16_t vfe_packed_avail_event(vfe_vq *q);
+void vfe_packed_no_interrupt(vfe_vq *q, bool on);
+bool vfe_packed_kicks_wanted(vfe_vq *q);
 
 #endif /* AIOLOOP_VHOST_VFE_H */

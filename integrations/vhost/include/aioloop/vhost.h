@@ -7,8 +7,8 @@
  * aiol_loop that accepts one frontend (QEMU, or the test frontend) at a
  * time, speaks the vhost-user protocol to it (feature and protocol-feature
  * negotiation with MQ, REPLY_ACK and CONFIG, SET_MEM_TABLE, the vring
- * messages), maps the guest RAM the frontend shares and runs split
- * virtqueues (direct and indirect descriptors, event idx).  Kick eventfds
+ * messages), maps the guest RAM the frontend shares and runs split and
+ * packed virtqueues (direct and indirect descriptors, event idx).  Kick eventfds
  * are loop fd handlers that call the device's queue handler; the device
  * pops descriptor chains, does its work, pushes used elements and asks
  * the library to notify the driver through the call eventfd.  A call
@@ -92,7 +92,7 @@ enum aiol_vhost_request {
 #define AIOL_VHOST_CONFIG_MAX 256u
 /** Most queues a device may have. */
 #define AIOL_VHOST_MAX_QUEUES 64u
-/** Largest split-ring size (virtio 1.x). */
+/** Largest ring size (virtio 1.x; split rings: a power of 2). */
 #define AIOL_VHOST_MAX_RING 32768u
 
 /** @{ */
@@ -114,13 +114,18 @@ enum aiol_vhost_request {
 #define AIOL_VHOST_F_RING_EVENT_IDX 29
 #define AIOL_VHOST_F_PROTOCOL_FEATURES 30
 #define AIOL_VHOST_F_VERSION_1 32
+#define AIOL_VHOST_F_RING_PACKED 34
 /** @} */
 
 /* ---- Devices ---------------------------------------------------------- */
 
 /** A vhost-user device: server, connection state, guest memory, queues. */
 typedef struct aiol_vhost_dev aiol_vhost_dev;
-/** One split virtqueue of a device. */
+/**
+ * One virtqueue of a device, split or packed (virtio 1.1): the layout is
+ * the frontend's choice (VIRTIO_F_RING_PACKED, offered for every device)
+ * and the calls below work the same on both.
+ */
 typedef struct aiol_vhost_vq aiol_vhost_vq;
 
 /**
@@ -277,7 +282,11 @@ typedef struct aiol_vhost_elem {
     unsigned in_num;    /**< device-writable segments */
     uint64_t out_len;   /**< bytes readable */
     uint64_t in_len;    /**< bytes writable */
-    uint16_t head;      /**< chain head (the used element's id) */
+    uint16_t head;      /**< the used element's id: the chain's head
+                             (split) or its buffer id (packed) */
+    uint16_t ndescs;    /**< ring descriptors the chain took (packed:
+                             where the next used one goes); set by pop,
+                             read by push */
 } aiol_vhost_elem;
 
 /**
@@ -289,7 +298,9 @@ typedef struct aiol_vhost_elem {
  *         malformed: a loop, a chain longer than the queue, a nested or
  *         empty indirect table, a readable descriptor after a writable
  *         one, an address outside guest RAM, a length sum over 4 GiB, or an
- *         avail index more than the queue size ahead.
+ *         avail index more than the queue size ahead; on a packed ring, a
+ *         descriptor of the chain whose avail and used flags do not match
+ *         the ring's wrap counter, or an indirect one inside a chain.
  */
 int aiol_vhost_vq_pop(aiol_vhost_vq *vq, aiol_vhost_elem *elem);
 
@@ -303,7 +314,9 @@ void aiol_vhost_vq_push(aiol_vhost_vq *vq, const aiol_vhost_elem *elem,
 
 /**
  * Notifies the driver of what was pushed, if it wants it: honours
- * VRING_AVAIL_F_NO_INTERRUPT, or with event idx the used_event index.
+ * VRING_AVAIL_F_NO_INTERRUPT, or with event idx the used_event index
+ * (packed: the driver's event suppression flags, or its event offset and
+ * wrap counter).
  * A due notify on a ring whose call fd is "none" is counted as skipped.
  * Nothing pushed since the last notify: nothing signalled or counted.
  * @return true when the call eventfd was signalled.
