@@ -17,6 +17,8 @@ F_NEXT, F_WRITE, F_INDIRECT = 1, 2, 4
 FEATURES = ((1 << 32) | (1 << 28) | (1 << 29) | (1 << 30) |
             (1 << 2) | (1 << 6) | (1 << 9) | (1 << 12) | (1 << 13))
 PROTOCOL = (1 << 0) | (1 << 3) | (1 << 9)
+PACKED = 1 << 34
+P_AVAIL, P_USED = 1 << 7, 1 << 15   # a packed descriptor's wrap flags
 
 
 def frame(ctl, data):
@@ -48,15 +50,22 @@ def desc(addr, length, flags, nxt):
     return struct.pack("<QIHH", addr, length, flags, nxt)
 
 
-def setup(queue=0):
-    s = msg(1) + msg(2, u64(FEATURES)) + msg(15) + msg(16, u64(PROTOCOL))
+def pdesc(addr, length, buf_id, flags):
+    """A packed descriptor made available on the first lap."""
+    return struct.pack("<QIHH", addr, length, buf_id, flags | P_AVAIL)
+
+
+def setup(queue=0, features=FEATURES):
+    s = msg(1) + msg(2, u64(features)) + msg(15) + msg(16, u64(PROTOCOL))
     s += msg(3)
     s += msg(5, struct.pack("<II", 1, 0) + struct.pack("<QQQQ", 0, RAM, UVA, 0),
              nfds=1, memfd=True)
     s += msg(8, struct.pack("<II", queue, 16))
     s += msg(9, struct.pack("<IIQQQQ", queue, 0, UVA + DESC, UVA + USED,
                             UVA + AVAIL, 0))
-    s += msg(10, struct.pack("<II", queue, 0))
+    # (packed: next descriptor 0 on lap 1, in both halves)
+    base = 0x80008000 if features & PACKED else 0
+    s += msg(10, struct.pack("<II", queue, base))
     s += msg(13, u64(queue), nfds=1) + msg(12, u64(queue), nfds=1)
     s += msg(18, struct.pack("<II", queue, 1), flags=1 | 8)
     return s
@@ -120,11 +129,41 @@ def malformed_session():
     return s + msg(5, struct.pack("<II", 9, 0), nfds=1, memfd=True)
 
 
+def packed_session():
+    """Packed rings: a direct read, then an indirect write."""
+    s = setup(features=FEATURES | PACKED)
+    s += ram(0x10000, blk_hdr(0, 0)) + ram(0x14000, blk_hdr(1, 8))
+    s += ram(0x13000, pdesc(0x14000, 16, 0, 0) + pdesc(0x15000, 512, 0, 0) +
+             pdesc(0x16000, 1, 0, F_WRITE))
+    # the first descriptor's flags go last, as a driver writes them
+    s += ram(DESC + 16, pdesc(0x11000, 512, 7, F_NEXT | F_WRITE) +
+             pdesc(0x12000, 1, 7, F_WRITE) +
+             pdesc(0x13000, 48, 8, F_INDIRECT))
+    s += ram(DESC, pdesc(0x10000, 16, 7, F_NEXT))
+    s += kick() + run()
+    return s + msg(11, struct.pack("<II", 0, 0))
+
+
+def packed_malformed_session():
+    """A chain whose second descriptor is on the wrong lap, after a good
+    request; then a layout switch while the ring runs."""
+    s = setup(features=FEATURES | PACKED)
+    s += ram(0x10000, blk_hdr(4, 0))
+    s += ram(DESC, pdesc(0x10000, 16, 0, F_NEXT) +
+             pdesc(0x12000, 1, 0, F_WRITE) +
+             pdesc(0x10000, 16, 1, F_NEXT) +
+             struct.pack("<QIHH", 0x12000, 1, 1, F_WRITE | P_USED))
+    s += kick() + run()
+    return s + msg(2, u64(FEATURES), flags=1 | 8)
+
+
 def main():
     out = sys.argv[1]
     os.makedirs(out, exist_ok=True)
     seeds = {"read": read_session(), "indirect-write": indirect_write_session(),
-             "kinds": many_kinds_session(), "malformed": malformed_session()}
+             "kinds": many_kinds_session(), "malformed": malformed_session(),
+             "packed": packed_session(),
+             "packed-malformed": packed_malformed_session()}
     for name, body in seeds.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(b"\x01" + body)  # byte 0: epoll (replay: every fd monitor)

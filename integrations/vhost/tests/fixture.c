@@ -133,3 +133,52 @@ int fx_nfds_open(void)
     }
     return n;
 }
+
+int fx_checked_setup(void **state)
+{
+    static fx_checked h;
+
+    if (fx_init(&h.t) < 0) {
+        return -1;
+    }
+    h.fds_at_start = fx_nfds_open();
+    *state = &h;
+    return 0;
+}
+
+int fx_checked_teardown(void **state)
+{
+    fx_checked *h = *state;
+
+    vfe_close(&h->t.f);
+    vfe_pump(&h->t.f, 10);
+    /* The device keeps nothing of a dropped frontend. */
+    assert_int_equal(fx_nfds_open(), h->fds_at_start);
+    fx_fini(&h->t);
+    return 0;
+}
+
+void fx_assert_broken(fx *t, const char *why)
+{
+    aiol_vhost_vq *vq = aiol_vhost_dev_vq_get(t->dev, 0);
+
+    vfe_vq_kick(&t->f, 0);
+    assert_int_equal(vfe_vq_used_pending(&t->f, 0), 0);
+    assert_true(aiol_vhost_vq_is_broken(vq));
+    assert_int_equal(t->toy.last_err, -EIO);
+    assert_int_equal(vfe_vq_errs(&t->f, 0), 1);
+    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev), why));
+    assert_true(aiol_vhost_dev_is_connected(t->dev));
+    /* Other rings of the connection still work... */
+    assert_int_equal(vfe_vq_setup(&t->f, 1, 8, false), 0);
+    assert_int_equal(fx_request(t, 1, false), 0);
+    /* ...a ring set up again works... */
+    assert_true(vfe_vq_stop(&t->f, 0) >= 0);
+    assert_int_equal(vfe_vq_setup(&t->f, 0, FX_RING, false), 0);
+    vfe_pump(&t->f, 5);
+    assert_false(aiol_vhost_vq_is_broken(vq));
+    assert_int_equal(fx_request(t, 0, true), 0);
+    /* ...and so does the next frontend. */
+    fx_assert_serves_next(t);
+}
+

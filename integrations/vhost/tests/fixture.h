@@ -50,4 +50,18 @@ void fx_assert_serves_next(fx *t);
 /* How many fds this process has open (a leak check). */
 int fx_nfds_open(void);
 
+/* A fixture whose teardown checks that no fd leaked, for the suites that
+ * forge input: cmocka setup and teardown, *state the fx_checked. */
+typedef struct fx_checked {
+    fx t;
+    int fds_at_start;
+} fx_checked;
+int fx_checked_setup(void **state);
+int fx_checked_teardown(void **state);
+
+/* Queue 0 is broken with @why in the device's error, its err fd was
+ * signalled, nothing used; the other rings, queue 0 set up again and
+ * the next frontend are served. */
+void fx_assert_broken(fx *t, const char *why);
+
 #endif

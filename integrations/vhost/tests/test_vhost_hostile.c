@@ -23,34 +23,7 @@
 
 #define BIT(n) (1ull << (n))
 
-typedef struct hs {
-    fx t;
-    int fds_at_start;
-} hs;
-
-static int setup(void **state)
-{
-    static hs h;
-
-    if (fx_init(&h.t) < 0) {
-        return -1;
-    }
-    h.fds_at_start = fx_nfds_open();
-    *state = &h;
-    return 0;
-}
-
-static int teardown(void **state)
-{
-    hs *h = *state;
-
-    vfe_close(&h->t.f);
-    vfe_pump(&h->t.f, 10);
-    /* The device keeps nothing of a dropped frontend. */
-    assert_int_equal(fx_nfds_open(), h->fds_at_start);
-    fx_fini(&h->t);
-    return 0;
-}
+typedef fx_checked hs;
 
 /* The connection was dropped as malformed; the next frontend is served. */
 static void assert_dropped(fx *t, const char *why)
@@ -298,30 +271,6 @@ static void test_unknown_request(void **state)
 
 /* ---- hostile descriptor chains ---- */
 
-static void assert_broken(fx *t, const char *why)
-{
-    aiol_vhost_vq *vq = aiol_vhost_dev_vq_get(t->dev, 0);
-
-    vfe_vq_kick(&t->f, 0);
-    assert_int_equal(vfe_vq_used_pending(&t->f, 0), 0);
-    assert_true(aiol_vhost_vq_is_broken(vq));
-    assert_int_equal(t->toy.last_err, -EIO);
-    assert_int_equal(vfe_vq_errs(&t->f, 0), 1);
-    assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev), why));
-    assert_true(aiol_vhost_dev_is_connected(t->dev));
-    /* Other rings of the connection still work... */
-    assert_int_equal(vfe_vq_setup(&t->f, 1, 8, false), 0);
-    assert_int_equal(fx_request(t, 1, false), 0);
-    /* ...a ring set up again works... */
-    assert_true(vfe_vq_stop(&t->f, 0) >= 0);
-    assert_int_equal(vfe_vq_setup(&t->f, 0, FX_RING, false), 0);
-    vfe_pump(&t->f, 5);
-    assert_false(aiol_vhost_vq_is_broken(vq));
-    assert_int_equal(fx_request(t, 0, true), 0);
-    /* ...and so does the next frontend. */
-    fx_assert_serves_next(t);
-}
-
 static uint64_t wbuf(fx *t)
 {
     return vfe_alloc(&t->f, 0, 64, 1);
@@ -335,7 +284,7 @@ static void test_desc_loop(void **state)
     vfe_desc_write(&t->f, 0, 0, wbuf(t), 64, 1 | 2, 1);
     vfe_desc_write(&t->f, 0, 1, wbuf(t), 64, 1 | 2, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "loop");
+    fx_assert_broken(t, "loop");
 }
 
 static void test_indirect_loop(void **state)
@@ -350,7 +299,7 @@ static void test_indirect_loop(void **state)
     }
     vfe_desc_write(&t->f, 0, 0, tab, 64, 4, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "longer than its table");
+    fx_assert_broken(t, "longer than its table");
 }
 
 static void test_next_out_of_range(void **state)
@@ -360,7 +309,7 @@ static void test_next_out_of_range(void **state)
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     vfe_desc_write(&t->f, 0, 0, wbuf(t), 64, 1 | 2, FX_RING + 3);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "index out of range");
+    fx_assert_broken(t, "index out of range");
 }
 
 static void test_head_out_of_range(void **state)
@@ -369,7 +318,7 @@ static void test_head_out_of_range(void **state)
 
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     vfe_vq_publish(&t->f, 0, 0xffff);
-    assert_broken(t, "index out of range");
+    fx_assert_broken(t, "index out of range");
 }
 
 static void test_nested_indirect(void **state)
@@ -385,7 +334,7 @@ static void test_nested_indirect(void **state)
     vfe_ind_write(&t->f, tab, 1, inner, 16, 4, 0);
     vfe_desc_write(&t->f, 0, 0, tab, 32, 4, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "nested indirect");
+    fx_assert_broken(t, "nested indirect");
 }
 
 static void test_indirect_bad_len(void **state)
@@ -395,7 +344,7 @@ static void test_indirect_bad_len(void **state)
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     vfe_desc_write(&t->f, 0, 0, vfe_alloc(&t->f, 0, 32, 16), 24, 4, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "indirect table length");
+    fx_assert_broken(t, "indirect table length");
 }
 
 static void test_indirect_past_region(void **state)
@@ -408,7 +357,7 @@ static void test_indirect_past_region(void **state)
     vfe_ind_write(&t->f, end - 16, 0, wbuf(t), 64, 2, 0);
     vfe_desc_write(&t->f, 0, 0, end - 16, 64, 4, 0); /* 48 bytes past */
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "indirect table outside guest RAM");
+    fx_assert_broken(t, "indirect table outside guest RAM");
 }
 
 static void test_indirect_not_negotiated(void **state)
@@ -435,7 +384,7 @@ static void test_addr_out_of_range(void **state)
     /* Between the regions (region 0 ends at 1 MiB, region 1 is at 4 GiB). */
     vfe_desc_write(&t->f, 0, 0, 0x80000000ull, 64, 2, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "outside guest RAM");
+    fx_assert_broken(t, "outside guest RAM");
 }
 
 static void test_len_past_region(void **state)
@@ -447,7 +396,7 @@ static void test_len_past_region(void **state)
     end = t->f.reg[1].gpa + t->f.reg[1].size;
     vfe_desc_write(&t->f, 0, 0, end - 8, 64, 2, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "outside guest RAM");
+    fx_assert_broken(t, "outside guest RAM");
 }
 
 static void test_len_overflow(void **state)
@@ -464,7 +413,7 @@ static void test_len_overflow(void **state)
     vfe_desc_write(&t->f, 0, 0, t->f.reg[0].gpa, (uint32_t)big, 1, 1);
     vfe_desc_write(&t->f, 0, 1, t->f.reg[1].gpa, (uint32_t)big, 0, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "over 4 GiB");
+    fx_assert_broken(t, "over 4 GiB");
 }
 
 /* A chain needing more segments than the device's iovec array: -ENOBUFS,
@@ -496,7 +445,7 @@ static void test_write_then_read(void **state)
     vfe_desc_write(&t->f, 0, 0, wbuf(t), 64, 1 | 2, 1);
     vfe_desc_write(&t->f, 0, 1, wbuf(t), 64, 0, 0);
     vfe_vq_publish(&t->f, 0, 0);
-    assert_broken(t, "readable descriptor after a writable");
+    fx_assert_broken(t, "readable descriptor after a writable");
 }
 
 static void test_avail_idx_ahead(void **state)
@@ -507,10 +456,11 @@ static void test_avail_idx_ahead(void **state)
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     avail = (uint16_t *)t->f.vq[0].avail;
     __atomic_store_n(&avail[1], FX_RING + 1, __ATOMIC_RELEASE);
-    assert_broken(t, "avail index");
+    fx_assert_broken(t, "avail index");
 }
 
-#define T(fn) cmocka_unit_test_setup_teardown(fn, setup, teardown)
+#define T(fn) cmocka_unit_test_setup_teardown(fn, fx_checked_setup, \
+                                                 fx_checked_teardown)
 
 int main(void)
 {
