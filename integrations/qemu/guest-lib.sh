@@ -213,16 +213,17 @@ guest_parts() {
     trap guest_kill_all EXIT
 }
 
-# guest_vhost_blk SOCKET QUEUES: sets guest_vhost_args, the QEMU arguments
-# of a vhost-user-blk-pci disk with QUEUES queues served on the unix
-# SOCKET, and of 512 MiB of guest RAM the backend can map: a shared memfd
+# guest_vhost_blk SOCKET QUEUES [PROPS]: sets guest_vhost_args, the QEMU
+# arguments of a vhost-user-blk-pci disk with QUEUES queues served on the
+# unix SOCKET (PROPS: more device properties, such as packed=on), and of
+# 512 MiB of guest RAM the backend can map: a shared memfd
 # (memory-backend-memfd,share=on, -numa node,memdev=mem).
 guest_vhost_blk() {
     guest_vhost_args=(-m 512
                       -object memory-backend-memfd,id=mem,size=512M,share=on
                       -numa node,memdev=mem
                       -chardev "socket,id=vu0,path=$1"
-                      -device "vhost-user-blk-pci,chardev=vu0,num-queues=$2")
+                      -device "vhost-user-blk-pci,chardev=vu0,num-queues=$2${3:+,$3}")
 }
 
 # For the scripts that run aioloop-vhost-blk under QEMUs: guest_vhost_opt

@@ -15,8 +15,10 @@
 # Every QEMU (default: Debian's qemu-system-x86 7.2, installed if missing,
 # and WORKDIR/fork-build/qemu-system-x86_64 when it exists) runs once per
 # N (default 1 2 4; the guest gets min(N, 4) vCPUs so every queue
-# carries I/O), the daemon's fd monitor rotating through epoll, io_uring
-# and poll.  Every process runs under `timeout` and is killed by its PID
+# carries I/O) on split rings, and with packed=on (packed virtqueues) at
+# the smallest and the largest N, the daemon's fd monitor rotating
+# through epoll, io_uring and poll.  The daemon's exit line must count a
+# packed start for every queue with packed=on, and none without.  Every process runs under `timeout` and is killed by its PID
 # whatever happens.  WORKDIR defaults to <repo>/build-qemu (the guest parts
 # are shared with integrations/qemu/guest-test.sh).
 #
@@ -44,13 +46,17 @@ guest_vhost_init vhost-guest
 gdir=$work/guest
 guest_parts "$gdir"
 
-# run_case QEMU N FDMON
+# run_case QEMU N FDMON RING (split or packed)
 run_case() {
-    local qemu=$1 n=$2 fdmon=$3 name dir img sock dpid drc=0 ms why=
-    local cpus=$(( n < 4 ? n : 4 ))
+    local qemu=$1 n=$2 fdmon=$3 ring=$4 name dir img sock dpid drc=0 ms why=
+    local cpus=$(( n < 4 ? n : 4 )) props= starts
     name="$(basename "$(dirname "$qemu")")/${qemu##*/} num-queues=$n daemon=$fdmon"
-    dir=$gdir/vhost-run-$n-$fdmon-$$
-    img=$guest_imgdir/vhost-disk-$n-$fdmon-$$.img
+    if [ "$ring" = packed ]; then
+        props=packed=on
+        name="$name packed=on"
+    fi
+    dir=$gdir/vhost-run-$n-$fdmon-$ring-$$
+    img=$guest_imgdir/vhost-disk-$n-$fdmon-$ring-$$.img
     sock=$dir/vhost.sock
     guest_case_start "$dir" "$img"
 
@@ -62,7 +68,7 @@ run_case() {
     if ! guest_until 10 grep -q 'listening on' "$dir/daemon.log"; then
         why="the daemon did not listen"
     else
-        guest_vhost_blk "$sock" "$n"
+        guest_vhost_blk "$sock" "$n" "$props"
         guest_spawn "$boot_timeout" "$dir/qemu.log" "$qemu" \
             "${guest_qemu_args[@]}" -smp "$cpus" \
             -initrd "$guest_initrd" -append "$guest_append" \
@@ -83,6 +89,19 @@ run_case() {
         why="the daemon did not report the disconnect"
     elif grep -q ' 0 flushes' "$dir/daemon.log"; then
         why="the guest's fsync reached the daemon as no flush request"
+    else
+        # "N ring starts (K packed)": with packed=on the guest's driver
+        # starts every queue packed (the firmware reads its boot disk
+        # before, on split rings); without it, nothing is packed
+        starts=$(sed -n 's/.* ring starts (\([0-9]*\) packed).*/\1/p' \
+                 "$dir/daemon.log")
+        if [ -z "$starts" ]; then
+            why="no ring starts in the daemon's exit line"
+        elif [ "$ring" = packed ] && [ "$starts" -lt "$n" ]; then
+            why="$starts of $n queues started packed under packed=on"
+        elif [ "$ring" = split ] && [ "$starts" != 0 ]; then
+            why="$starts rings started packed without packed=on"
+        fi
     fi
     guest_case_end vhost-guest "$name" "$ms" "$why" \
         "$(sed -n 's/^aioloop-vhost-blk: frontend disconnected; //p' "$dir/daemon.log")" \
@@ -91,11 +110,16 @@ run_case() {
 
 fdmons=(epoll io_uring poll)
 k=0
+packed_queues=("${queues[0]}")
+[ ${#queues[@]} -lt 2 ] || packed_queues+=("${queues[-1]}")
 for q in "${qemus[@]}"; do
-    for n in "${queues[@]}"; do
-        b=${fdmons[k % ${#fdmons[@]}]}
-        k=$((k + 1))
-        guest_tally run_case "$q" "$n" "$b"
+    for ring in split packed; do
+        if [ $ring = split ]; then ns=("${queues[@]}"); else ns=("${packed_queues[@]}"); fi
+        for n in "${ns[@]}"; do
+            b=${fdmons[k % ${#fdmons[@]}]}
+            k=$((k + 1))
+            guest_tally run_case "$q" "$n" "$b" "$ring"
+        done
     done
 done
 guest_summary vhost-guest

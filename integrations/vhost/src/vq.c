@@ -177,6 +177,8 @@ int aiol__vhost_vq_set_kick(aiol_vhost_vq *vq, int fd)
         close(vq->kick_fd);
     }
     vq->kick_fd = fd;
+    vq->st.starts++;
+    vq->st.starts_packed += vq->ring == &aiol__vhost_packed;
     /* A kick fd starts the ring (vhost-user spec, "Starting and stopping
      * rings"); a "no fd" kick starts it for a device that polls. */
     vq->started = true;

@@ -226,35 +226,49 @@ static int write_pidfile(const char *path)
     return 0;
 }
 
+/* What the exports did, for the line printed at exit. */
+typedef struct totals {
+    aiol_vhost_blk_stats io;
+    uint64_t malformed;             /* malformed connections */
+    uint64_t starts, starts_packed; /* ring starts, of those packed */
+} totals;
+
 /* Frees every device (draining it), flushes and closes the images; 1 if
  * a flush failed or a connection was malformed, else 0. */
-static int shut_down(daemon_t *d, aiol_vhost_blk_stats *sum,
-                     uint64_t *malformed)
+static int shut_down(daemon_t *d, totals *sum)
 {
     vd_config *c = &d->cfg;
     int rc = 0;
 
     memset(sum, 0, sizeof(*sum));
-    *malformed = 0;
     for (unsigned i = 0; i < c->nexports; i++) {
         vd_export *e = &c->exports[i];
         aiol_vhost_blk_stats bs;
         aiol_vhost_stats ds;
+        aiol_vhost_dev *dev;
 
         if (e->blk == NULL) {
             continue;
         }
-        aiol_vhost_dev_stats_get(aiol_vhost_blk_dev_get(e->blk), &ds);
+        dev = aiol_vhost_blk_dev_get(e->blk);
+        aiol_vhost_dev_stats_get(dev, &ds);
+        for (unsigned q = 0; q < e->num_queues; q++) {
+            aiol_vhost_vq_stats vs;
+
+            aiol_vhost_vq_stats_get(aiol_vhost_dev_vq_get(dev, q), &vs);
+            sum->starts += vs.starts;
+            sum->starts_packed += vs.starts_packed;
+        }
         aiol_vhost_blk_stats_get(e->blk, &bs);
         aiol_vhost_blk_free(e->blk); /* disconnects, drains */
         e->blk = NULL;
-        sum->reads += bs.reads;
-        sum->writes += bs.writes;
-        sum->flushes += bs.flushes;
-        sum->discards += bs.discards;
-        sum->write_zeroes += bs.write_zeroes;
-        sum->ioerr += bs.ioerr;
-        *malformed += ds.malformed;
+        sum->io.reads += bs.reads;
+        sum->io.writes += bs.writes;
+        sum->io.flushes += bs.flushes;
+        sum->io.discards += bs.discards;
+        sum->io.write_zeroes += bs.write_zeroes;
+        sum->io.ioerr += bs.ioerr;
+        sum->malformed += ds.malformed;
     }
     for (unsigned i = 0; i < c->nnodes; i++) {
         vd_node *n = &c->nodes[i];
@@ -269,15 +283,14 @@ static int shut_down(daemon_t *d, aiol_vhost_blk_stats *sum,
             n->fd = -1;
         }
     }
-    return *malformed > 0 ? 1 : rc;
+    return sum->malformed > 0 ? 1 : rc;
 }
 
 int main(int argc, char **argv)
 {
     daemon_t d = { .sigfd = -1 };
     vd_config *c = &d.cfg;
-    aiol_vhost_blk_stats sum;
-    uint64_t malformed;
+    totals sum;
     int ready_fd = -1, r, rc;
     int setup_fail;
 
@@ -317,7 +330,7 @@ int main(int argc, char **argv)
         r = write_pidfile(c->pidfile);
     }
     if (r < 0) {
-        (void)shut_down(&d, &sum, &malformed);
+        (void)shut_down(&d, &sum);
         return setup_fail;
     }
     fflush(stdout);
@@ -331,7 +344,7 @@ int main(int argc, char **argv)
         aiol_loop_poll(d.loop, true);
     }
 
-    rc = shut_down(&d, &sum, &malformed);
+    rc = shut_down(&d, &sum);
     aiol_fd_remove(d.loop, d.sigfd);
     close(d.sigfd);
     aiol_loop_free(d.loop);
@@ -340,10 +353,12 @@ int main(int argc, char **argv)
     }
     printf(PROG ": %s; %" PRIu64 " reads, %" PRIu64 " writes, %" PRIu64
            " flushes, %" PRIu64 " discards, %" PRIu64 " write zeroes, %" PRIu64
-           " I/O errors, %" PRIu64 " malformed connections\n",
+           " I/O errors, %" PRIu64 " malformed connections, %" PRIu64
+           " ring starts (%" PRIu64 " packed)\n",
            d.signo != 0 ? strsignal(d.signo) : "frontend disconnected",
-           sum.reads, sum.writes, sum.flushes, sum.discards, sum.write_zeroes,
-           sum.ioerr, malformed);
+           sum.io.reads, sum.io.writes, sum.io.flushes, sum.io.discards,
+           sum.io.write_zeroes, sum.io.ioerr, sum.malformed, sum.starts,
+           sum.starts_packed);
     vd_config_fini(c);
     return rc;
 }

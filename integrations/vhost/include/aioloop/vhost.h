@@ -184,6 +184,8 @@ typedef struct aiol_vhost_vq_stats {
                                 polling driver) */
     uint64_t popped;       /**< chains popped */
     uint64_t broken;       /**< malformed chains found (ring broken) */
+    uint64_t starts;       /**< ring starts (a kick fd set) */
+    uint64_t starts_packed; /**< of those, on the packed layout */
 } aiol_vhost_vq_stats;
 
 /**
