@@ -7,13 +7,15 @@
  * export.
  *
  *   bench-vhost --socket PATH [--queues N] [--depth D] [--seconds S]
- *               [--write] [--bs BYTES] [--span BYTES]
+ *               [--write] [--bs BYTES] [--span BYTES] [--packed]
  *
  * Each of N queues keeps D requests in flight (a slot per request, each
  * an indirect table: header, data, status), at random bs-aligned offsets
  * within the first span bytes of the disk, reads (default) or writes.  It
  * waits on the queues' call eventfds, collects what completed, refills
- * and kicks once per batch.  Prints one JSON line: requests, seconds,
+ * and kicks once per batch.  --packed asks for packed rings (the same
+ * requests, each one descriptor pointing at its table; refused if the
+ * backend does not offer them).  Prints one JSON line: requests, seconds,
  * iops, mean and p50/p99 latency in microseconds.  Exit 1 if a request
  * failed or the backend went away.
  */
@@ -46,7 +48,7 @@ typedef struct slot {
 typedef struct bench {
     vfe f;
     unsigned queues, depth, bs;
-    bool write;
+    bool write, packed;
     uint64_t span, rng;
     slot s[MAX_QUEUES][RING];
     uint64_t done, failed, lat_sum, hist[HIST_US + 1];
@@ -88,6 +90,16 @@ static void submit(bench *b, unsigned q, uint16_t i)
 
     memcpy(vfe_gpa(f, s->hdr), &h, sizeof(h));
     *(uint8_t *)vfe_gpa(f, s->status) = 0xff;
+    if (b->packed) {
+        uint8_t *t = vfe_gpa(f, s->table);
+
+        vfe_pdesc_put(t, s->hdr, sizeof(h), 0, 0);
+        vfe_pdesc_put(t + 16, s->data, b->bs, 0, b->write ? 0 : 2);
+        vfe_pdesc_put(t + 32, s->status, 1, 0, 2 /* WRITE */);
+        s->t0 = now_ns();
+        vfe_packed_post(&f->vq[q], s->table, 48, i, 4 /* INDIRECT */);
+        return;
+    }
     vfe_ind_write(f, s->table, 0, s->hdr, sizeof(h), 1 /* NEXT */, 1);
     vfe_ind_write(f, s->table, 1, s->data, b->bs,
                   b->write ? 1 : 1 | 2 /* NEXT, WRITE */, 2);
@@ -108,9 +120,20 @@ static int setup(bench *b, const char *path)
     size_t ram = (size_t)b->queues * b->depth * (b->bs + 4096) + (8u << 20);
     int r;
 
-    if ((r = vfe_connect(f, path, no_pump, NULL)) < 0 ||
-        (r = vfe_negotiate(f, want, 1ull << AIOL_VHOST_PROTOCOL_F_MQ)) < 0 ||
-        (r = vfe_mem_create(f, ram, 1)) < 0 ||
+    if ((r = vfe_connect(f, path, no_pump, NULL)) < 0) {
+        return r;
+    }
+    f->want_packed = b->packed;
+    if (b->packed) {
+        want |= 1ull << AIOL_VHOST_F_RING_PACKED;
+    }
+    if ((r = vfe_negotiate(f, want, 1ull << AIOL_VHOST_PROTOCOL_F_MQ)) < 0) {
+        return r;
+    }
+    if (b->packed && !vfe_packed(f)) {
+        return -EPROTONOSUPPORT; /* (the backend offers no packed rings) */
+    }
+    if ((r = vfe_mem_create(f, ram, 1)) < 0 ||
         (r = vfe_set_mem_table(f, false)) < 0) {
         return r;
     }
@@ -134,18 +157,31 @@ static int setup(bench *b, const char *path)
 }
 
 /* Takes every used element of queue @q; refills when @more. */
+/* The next used element of @v (split or packed): false if none. */
+static bool take_used(vfe_vq *v, uint32_t e[2])
+{
+    if (v->packed) {
+        return vfe_packed_take_used(v, &e[0], &e[1]);
+    }
+    if (v->last_used == __atomic_load_n((uint16_t *)v->used + 1,
+                                        __ATOMIC_ACQUIRE)) {
+        return false;
+    }
+    memcpy(e, v->used + 4 + 8u * (v->last_used % v->num), 8);
+    v->last_used++;
+    return true;
+}
+
 static unsigned harvest(bench *b, unsigned q, bool more)
 {
     vfe_vq *v = &b->f.vq[q];
-    uint16_t used = __atomic_load_n((uint16_t *)v->used + 1, __ATOMIC_ACQUIRE);
+    uint32_t e[2];
     unsigned n = 0;
 
-    for (; v->last_used != used; v->last_used++, n++) {
-        uint32_t e[2];
+    for (; take_used(v, e); n++) {
         slot *s;
         uint64_t us;
 
-        memcpy(e, v->used + 4 + 8u * (v->last_used % v->num), 8);
         if (e[0] >= b->depth) {
             b->failed++;
             continue;
@@ -189,6 +225,7 @@ int main(int argc, char **argv)
         { "bs", required_argument, NULL, 'b' },
         { "span", required_argument, NULL, 'S' },
         { "write", no_argument, NULL, 'w' },
+        { "packed", no_argument, NULL, 'p' },
         { NULL, 0, NULL, 0 },
     };
     static bench b;
@@ -212,6 +249,7 @@ int main(int argc, char **argv)
         case 'b': b.bs = (unsigned)atoi(optarg); break;
         case 'S': b.span = strtoull(optarg, NULL, 0); break;
         case 'w': b.write = true; break;
+        case 'p': b.packed = true; break;
         default: return 2;
         }
     }
@@ -220,7 +258,7 @@ int main(int argc, char **argv)
         b.span < b.bs) {
         fprintf(stderr, "usage: bench-vhost --socket PATH [--queues 1..%d] "
                 "[--depth 1..%d] [--seconds S] [--bs N] [--span N] "
-                "[--write]\n", MAX_QUEUES, RING);
+                "[--write] [--packed]\n", MAX_QUEUES, RING);
         return 2;
     }
     if ((r = setup(&b, path)) < 0) {
@@ -263,14 +301,14 @@ int main(int argc, char **argv)
     printf("{\"requests\": %llu, \"seconds\": %.3f, \"iops\": %.0f, "
            "\"mean_us\": %.2f, \"p50_us\": %llu, \"p99_us\": %llu, "
            "\"failed\": %llu, \"queues\": %u, \"depth\": %u, \"bs\": %u, "
-           "\"write\": %s}\n",
+           "\"write\": %s, \"packed\": %s}\n",
            (unsigned long long)b.done, (double)(t1 - t0) / 1e9,
            (double)b.done / ((double)(t1 - t0) / 1e9),
            (double)b.lat_sum / (double)(b.done ? b.done : 1),
            (unsigned long long)percentile(&b, 0.5),
            (unsigned long long)percentile(&b, 0.99),
            (unsigned long long)b.failed, b.queues, b.depth, b.bs,
-           b.write ? "true" : "false");
+           b.write ? "true" : "false", b.packed ? "true" : "false");
     vfe_close(&b.f);
     return b.failed == 0 ? 0 : 1;
 }

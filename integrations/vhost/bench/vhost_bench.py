@@ -7,7 +7,7 @@ in the same run.
   vhost_bench.py --daemon BUILD/integrations/vhost/aioloop-vhost-blk \\
                  --bench BUILD/integrations/vhost/bench-vhost [--rounds 3]
                  [--seconds 2] [--storage shm,disk] [--disk-dir DIR]
-                 [--json OUT]
+                 [--layouts on|off] [--json OUT]
 
 Storage: "shm", a 256 MiB raw image on /dev/shm, prefilled, so the page
 cache serves every request and the numbers are the backends' own cost;
@@ -26,6 +26,12 @@ same aio= and the same cache mode, both started with qsd's
 --blockdev/--export command line.  Every round runs every backend once per workload,
 interleaved; the table gives the medians and ours/qsd ratios.  Every
 process runs under timeout and is killed by its PID.
+
+Ring layouts (--layouts, on by default): ours on io_uring, with and
+without busy polling, on the /dev/shm image, each workload on split and
+on packed rings (bench-vhost --packed), interleaved; the table gives
+packed / split.  qemu-storage-daemon 7.2 offers no packed rings, so it
+has no row there.
 """
 import argparse
 import json
@@ -201,6 +207,64 @@ def run_storage(args, storage):
     return res
 
 
+# (name, bench-vhost arguments, queues) of the layout comparison
+LAYOUT_WORKLOADS = [
+    ("randread, depth 32", ["--depth", "32"], 1),
+    ("randread, depth 1", ["--depth", "1"], 1),
+    ("randread, 4 queues x depth 32", ["--depth", "32", "--queues", "4"], 4),
+]
+
+
+def run_layouts(args):
+    """Ours on split and packed rings: {workload: {backend: {layout: runs}}}."""
+    tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir="/dev/shm")
+    img = os.path.join(tmp, "disk0.img")
+    size = SIZES["shm"]
+    names = ["aioloop io_uring"]
+    if args.poll_max_ns > 0:
+        names.append("aioloop io_uring, poll")
+    res = {w[0]: {b: {"split": [], "packed": []} for b in names}
+           for w in LAYOUT_WORKLOADS}
+    try:
+        make_image(img, size)
+        for r in range(args.rounds):
+            for name, extra, queues in LAYOUT_WORKLOADS:
+                for b in names:
+                    order = ["split", "packed"]
+                    for layout in order if r % 2 == 0 else order[::-1]:
+                        more = ["--packed"] if layout == "packed" else []
+                        res[name][b][layout].append(
+                            run_one(args, tmp, [img], size, b, extra + more,
+                                    queues, False))
+            print("vhost_bench: layouts: round %d of %d done"
+                  % (r + 1, args.rounds), file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def print_layouts(res, med):
+    """The layout table; returns its summary."""
+    print("\nring layouts (256 MiB image on /dev/shm):\n")
+    print("| workload | backend | split kIOPS | packed kIOPS | packed / split "
+          "| split p50 / p99 (us) | packed p50 / p99 (us) |")
+    print("|---|---|---:|---:|---:|---|---|")
+    out = {}
+    for name, _, _ in LAYOUT_WORKLOADS:
+        out[name] = {}
+        for b, by in res[name].items():
+            row = {k: {"iops": med(v, "iops"), "p50_us": med(v, "p50_us"),
+                       "p99_us": med(v, "p99_us"), "runs": v}
+                   for k, v in by.items()}
+            out[name][b] = row
+            sp, pk = row["split"], row["packed"]
+            print("| %s | %s | %.1f | %.1f | %.2f | %d / %d | %d / %d |"
+                  % (name, b, sp["iops"] / 1000, pk["iops"] / 1000,
+                     pk["iops"] / sp["iops"], sp["p50_us"], sp["p99_us"],
+                     pk["p50_us"], pk["p99_us"]))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
@@ -210,6 +274,7 @@ def main():
     ap.add_argument("--storage", default="shm,disk")
     ap.add_argument("--disk-dir", default="/var/tmp")
     ap.add_argument("--poll-max-ns", type=int, default=32768)
+    ap.add_argument("--layouts", default="on", choices=["on", "off"])
     ap.add_argument("--json")
     args = ap.parse_args()
     if shutil.which("qemu-storage-daemon") is None:
@@ -270,6 +335,8 @@ def main():
                       % (name, "O_DIRECT" if direct else "buffered",
                          ours / 1000, engine(ob), theirs / 1000, engine(tb),
                          ours / theirs, "yes" if ours >= theirs else "no"))
+    if args.layouts == "on":
+        summary["layouts"] = print_layouts(run_layouts(args), med)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)

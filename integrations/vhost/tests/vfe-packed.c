@@ -73,6 +73,20 @@ static void avail_step(vfe_vq *q)
     }
 }
 
+void vfe_packed_post(vfe_vq *q, uint64_t addr, uint32_t len, uint16_t id,
+                     uint16_t flags)
+{
+    uint16_t at = q->next_desc;
+    uint16_t fl = (uint16_t)(flags | vfe_packed_avail_flags(q));
+
+    vfe_pdesc_put(slot(q, at), addr, len, id, 0);
+    q->id_busy[id] = true;
+    q->id_ndescs[id] = 1;
+    avail_step(q);
+    /* Release: the descriptor before its flags (2.8.21). */
+    __atomic_store_n((uint16_t *)(slot(q, at) + 14), fl, __ATOMIC_RELEASE);
+}
+
 uint16_t vfe_packed_add(vfe *f, vfe_vq *q, const vfe_buf *bufs, unsigned n,
                         bool indirect)
 {
@@ -87,9 +101,8 @@ uint16_t vfe_packed_add(vfe *f, vfe_vq *q, const vfe_buf *bufs, unsigned n,
                           bufs[i].len, 0,
                           (uint16_t)(bufs[i].write ? F_WRITE : 0));
         }
-        first_flags = (uint16_t)(F_INDIRECT | vfe_packed_avail_flags(q));
-        vfe_pdesc_put(slot(q, first), t, 16u * n, id, 0);
-        avail_step(q);
+        vfe_packed_post(q, t, 16u * n, id, F_INDIRECT);
+        return id;
     } else {
         for (unsigned i = 0; i < n; i++) {
             uint16_t fl = (uint16_t)((bufs[i].write ? F_WRITE : 0) |

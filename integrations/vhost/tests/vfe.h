@@ -166,6 +166,10 @@ uint16_t vfe_packed_avail_flags(const vfe_vq *q);
 void vfe_packed_reset(vfe_vq *q);
 uint16_t vfe_packed_add(vfe *f, vfe_vq *q, const vfe_buf *bufs, unsigned n,
                         bool indirect);
+/* Makes one descriptor available with buffer id @id (a caller that
+ * manages its own ids: nothing else may take @id meanwhile). */
+void vfe_packed_post(vfe_vq *q, uint64_t addr, uint32_t len, uint16_t id,
+                     uint16_t flags);
 bool vfe_packed_take_used(vfe_vq *q, uint32_t *id, uint32_t *len);
 unsigned vfe_packed_used_pending(vfe_vq *q);
 void vfe_packed_set_used_event(vfe_vq *q, uint16_t v);
