@@ -9,7 +9,8 @@
  * takes back the slots we consumed from the ring's head).  With busy
  * polling on, the eventfd's handler also polls that ring.  (Flushes and
  * discards have no Linux AIO of their own: blk-io.c gives them to the
- * worker pool.)  Loop's thread throughout.
+ * worker pool.)  Each context has its own; the context's loop thread
+ * throughout.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -41,7 +42,7 @@ typedef struct aio_ring_hdr {
 #define AIO_RING_MAGIC 0xa10a10a1u
 
 struct blk_aio {
-    aiol_vhost_blk *b;
+    blk_ctx *c;           /* set at creation */
     aio_context_t ctx;
     aio_ring_hdr *ring;   /* the completion ring, NULL: io_getevents only */
     int efd;              /* completions; watched by the loop */
@@ -112,9 +113,9 @@ static void reap_batch(void *opaque)
 {
     blk_aio *a = opaque;
 
-    aiol__vblk_batch_begin(a->b);
+    aiol__vblk_batch_begin(a->c);
     reap(a, 0);
-    aiol__vblk_batch_end(a->b);
+    aiol__vblk_batch_end(a->c);
 }
 
 static void on_eventfd(void *opaque)
@@ -139,7 +140,7 @@ static const aiol_fd_ops aio_ops = {
     .read = on_eventfd, .poll = aio_poll, .poll_ready = reap_batch,
 };
 
-int aiol__vblk_aio_new(aiol_vhost_blk *b, blk_aio **out)
+int aiol__vblk_aio_new(blk_ctx *c, blk_aio **out)
 {
     blk_aio *a = calloc(1, sizeof(*a));
     int ret;
@@ -147,7 +148,7 @@ int aiol__vblk_aio_new(aiol_vhost_blk *b, blk_aio **out)
     if (a == NULL) {
         return -ENOMEM;
     }
-    a->b = b;
+    a->c = c;
     a->efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (a->efd < 0) {
         ret = -errno;
@@ -161,7 +162,7 @@ int aiol__vblk_aio_new(aiol_vhost_blk *b, blk_aio **out)
         if (g->magic == AIO_RING_MAGIC && g->incompat_features == 0) {
             a->ring = g;
         }
-        ret = aiol_fd_set_ops(b->loop, a->efd, &aio_ops, a);
+        ret = aiol_fd_set_ops(c->loop, a->efd, &aio_ops, a);
         if (ret < 0) {
             syscall(SYS_io_destroy, a->ctx);
         }
@@ -215,7 +216,7 @@ void aiol__vblk_aio_free(blk_aio *a)
         return;
     }
     aiol__vhost_check(a->inflight == 0, "Linux AIO freed with I/O in flight");
-    (void)aiol_fd_remove(a->b->loop, a->efd);
+    (void)aiol_fd_remove(a->c->loop, a->efd);
     syscall(SYS_io_destroy, a->ctx);
     close(a->efd);
     free(a);

@@ -1,23 +1,25 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * blk-io.c - the vhost-user-blk device's I/O (blk.h): a parsed request's
- * read, write, flush, discard or write zeroes, started on the device's
- * engine and completed on the loop's thread.
+ * read, write, flush, discard or write zeroes, started on its context's
+ * engine and completed on that context's loop thread.
  *
  * Engines, as qemu-storage-daemon's aio= values: io_uring (blk-uring.c:
- * the loop's own ring when the loop runs io_uring, in the same
- * io_uring_enter as its wait, or a ring of the device's), native
+ * the loop's own ring when the context's loop runs io_uring, in the same
+ * io_uring_enter as its wait, or a ring of the context's), native
  * (blk-aio.c: Linux AIO, reads and writes of an O_DIRECT image) and
- * threads (blk-pool.c).  What an engine refuses (a full ring, a flush on
- * Linux AIO) goes to the worker pool, so no request runs on the loop's
- * thread unless no worker thread can be started at all.
+ * threads (blk-pool.c).  The device chooses the kind once; each context
+ * runs its own engine of that kind, and its own worker pool.  What an
+ * engine refuses (a full ring, a flush on Linux AIO) goes to the pool,
+ * so no request runs on a loop's thread unless no worker thread can be
+ * started at all.
  *
  * O_DIRECT: a request whose offset or length is not aligned as the file
  * needs goes to the buffered descriptor of the same file; one whose guest
  * buffers are not aligned goes through an aligned bounce buffer.
  *
  * The page cache first: on the threads engine a buffered read or write is
- * tried on the loop's thread with RWF_NOWAIT, which never blocks (the
+ * tried on the context's loop thread with RWF_NOWAIT, which never blocks (the
  * kernel answers EAGAIN instead of waiting for the disk, a lock or
  * memory), and only what that does not finish goes to a worker.  A hit
  * costs one syscall instead of two thread hand-offs; a run of misses (a
@@ -49,7 +51,7 @@
 static int write_zeroes(blk_req *r)
 {
     static const uint8_t zeros[64 * 1024] __attribute__((aligned(4096)));
-    const aiol_vhost_blk *b = r->b;
+    const aiol_vhost_blk *b = r->ctx->b;
     int fd = r->fd;
 
     if (r->unmap && fallocate(fd, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE,
@@ -159,7 +161,7 @@ static void bounce_copy(blk_req *r, bool to_guest)
 /* Ends @r's I/O with @err (0 or -errno) and finishes it. */
 static void end(blk_req *r, int err)
 {
-    aiol_vhost_blk *b = r->b;
+    blk_ctx *c = r->ctx;
     uint8_t status = err == 0 ? VIRTIO_BLK_S_OK : VIRTIO_BLK_S_IOERR;
 
     if (r->op == BLK_OP_DISCARD && err == -EOPNOTSUPP) {
@@ -172,33 +174,35 @@ static void end(blk_req *r, int err)
         free(r->bounce);
         r->bounce = NULL;
     }
-    aiol__vhost_check(b->inflight > 0, "a completion with none in flight");
-    b->inflight--;
+    aiol__vhost_check(c->inflight > 0, "a completion with none in flight");
+    c->inflight--;
     aiol__vblk_finish(r, status);
 }
 
-/* Hands @r to its engine, or to the pool if the engine refuses it. */
+/* Hands @r to its context's engine, or to the context's pool if the
+ * engine refuses it. */
 static void submit(blk_req *r)
 {
-    aiol_vhost_blk *b = r->b;
+    blk_ctx *c = r->ctx;
+    const aiol_vhost_blk *b = c->b;
     bool rw = r->op == BLK_OP_READ || r->op == BLK_OP_WRITE;
 
     /* (a write zeroes may fall back to writes: the pool runs the whole
        sequence; io_uring would run its fallocate on a worker anyway) */
     if (b->aio == AIOL_VHOST_BLK_AIO_IO_URING &&
         r->op != BLK_OP_WRITE_ZEROES &&
-        aiol__vblk_uring_submit(b, b->ring, r) == 0) {
-        b->st.on_ring++;
+        aiol__vblk_uring_submit(c, c->ring, r) == 0) {
+        c->st.on_ring++;
         return;
     }
     /* (Linux AIO is asynchronous only on the O_DIRECT descriptor) */
     if (b->aio == AIOL_VHOST_BLK_AIO_NATIVE && rw && r->fd == b->fd &&
-        aiol__vblk_aio_submit(b->aioctx, r) == 0) {
-        b->st.on_aio++;
+        aiol__vblk_aio_submit(c->aioctx, r) == 0) {
+        c->st.on_aio++;
         return;
     }
-    b->st.on_pool++;
-    aiol__vblk_pool_submit(b->pool, r);
+    c->st.on_pool++;
+    aiol__vblk_pool_submit(c->pool, r);
 }
 
 void aiol__vblk_io_done(blk_req *r, int res)
@@ -236,11 +240,12 @@ static bool iov_aligned(const blk_req *r, unsigned a)
 /* For an O_DIRECT image: the descriptor and buffers @r's I/O uses. */
 static void direct_plan(blk_req *r)
 {
-    aiol_vhost_blk *b = r->b;
+    const aiol_vhost_blk *b = r->ctx->b;
+    aiol_vhost_blk_stats *st = &r->ctx->st;
 
     if (r->off % b->off_align != 0 || r->len % b->off_align != 0) {
         r->fd = b->fd_buffered;
-        b->st.buffered++;
+        st->buffered++;
         return;
     }
     if (iov_aligned(r, b->mem_align)) {
@@ -249,7 +254,7 @@ static void direct_plan(blk_req *r)
     if (posix_memalign(&r->bounce, b->mem_align, (size_t)r->len) != 0) {
         r->bounce = NULL;
         r->fd = b->fd_buffered; /* (no memory: the path that needs none) */
-        b->st.buffered++;
+        st->buffered++;
         return;
     }
     if (r->op == BLK_OP_WRITE) {
@@ -258,7 +263,7 @@ static void direct_plan(blk_req *r)
     r->bounce_iov = (struct iovec){ r->bounce, (size_t)r->len };
     r->io = &r->bounce_iov;
     r->nio = 1;
-    b->st.bounced++;
+    st->bounced++;
 }
 
 /* Misses in a row after which the page cache is not tried for a while,
@@ -270,31 +275,31 @@ static void direct_plan(blk_req *r)
  * blocking; true when that finished it. */
 static bool try_nowait(blk_req *r)
 {
-    aiol_vhost_blk *b = r->b;
+    blk_ctx *c = r->ctx;
     bool write = r->op == BLK_OP_WRITE;
     ssize_t got;
 
-    if (b->nowait_pause > 0) {
-        b->nowait_pause--;
+    if (c->nowait_pause > 0) {
+        c->nowait_pause--;
         return false;
     }
-    if (write && !b->nowait_writes) {
+    if (write && !c->nowait_writes) {
         return false;
     }
     got = write ? pwritev2(r->fd, r->io, r->nio, (off_t)r->off, RWF_NOWAIT)
                 : preadv2(r->fd, r->io, r->nio, (off_t)r->off, RWF_NOWAIT);
     if (got < 0 && errno == EOPNOTSUPP && write) {
-        b->nowait_writes = false; /* (the file system has no such writes) */
+        c->nowait_writes = false; /* (the file system has no such writes) */
     }
     if (got <= 0) {
-        if (++b->nowait_misses >= NOWAIT_MISSES) {
-            b->nowait_misses = 0;
-            b->nowait_pause = NOWAIT_PAUSE;
+        if (++c->nowait_misses >= NOWAIT_MISSES) {
+            c->nowait_misses = 0;
+            c->nowait_pause = NOWAIT_PAUSE;
         }
         return false; /* (an error too: the worker meets it again) */
     }
-    b->nowait_misses = 0;
-    b->st.nowait++;
+    c->nowait_misses = 0;
+    c->st.nowait++;
     if ((uint64_t)got == r->len) {
         end(r, 0);
         return true;
@@ -305,13 +310,13 @@ static bool try_nowait(blk_req *r)
 
 void aiol__vblk_io_start(blk_req *r)
 {
-    aiol_vhost_blk *b = r->b;
+    const aiol_vhost_blk *b = r->ctx->b;
 
     r->fd = b->fd;
     r->io = r->iov;
     r->nio = r->niov;
     r->bounce = NULL;
-    b->inflight++;
+    r->ctx->inflight++;
     if ((r->op == BLK_OP_DISCARD || r->op == BLK_OP_WRITE_ZEROES) &&
         r->len == 0) {
         end(r, 0);
@@ -329,20 +334,20 @@ void aiol__vblk_io_start(blk_req *r)
     submit(r);
 }
 
-void aiol__vblk_io_drain(aiol_vhost_blk *b)
+void aiol__vblk_io_drain(blk_ctx *c)
 {
     /* A short transfer resubmits, possibly on another engine: repeat,
      * while that helps (a broken loop ring: aiol_loop_free() completes
      * the rest). */
-    for (unsigned before = 0; b->inflight > 0 && b->inflight != before;) {
-        before = b->inflight;
-        if (b->aio == AIOL_VHOST_BLK_AIO_IO_URING) {
-            aiol__vblk_uring_drain(b, b->ring);
+    for (unsigned before = 0; c->inflight > 0 && c->inflight != before;) {
+        before = c->inflight;
+        if (c->b->aio == AIOL_VHOST_BLK_AIO_IO_URING) {
+            aiol__vblk_uring_drain(c, c->ring);
         }
-        if (b->aioctx != NULL) {
-            aiol__vblk_aio_drain(b->aioctx);
+        if (c->aioctx != NULL) {
+            aiol__vblk_aio_drain(c->aioctx);
         }
-        aiol__vblk_pool_drain(b->pool);
+        aiol__vblk_pool_drain(c->pool);
     }
 }
 
@@ -372,52 +377,64 @@ static int direct_init(aiol_vhost_blk *b, int flags)
     return b->fd_buffered < 0 ? -errno : 0;
 }
 
-int aiol__vblk_io_init(aiol_vhost_blk *b, aiol_vhost_blk_aio aio)
+/* Whether @loop waits on io_uring (whose ring takes I/O too). */
+static bool runs_io_uring(const aiol_loop *loop)
+{
+    return strcmp(aiol_loop_fdmon_get(loop), "io_uring") == 0;
+}
+
+int aiol__vblk_image_init(aiol_vhost_blk *b, aiol_loop *loop,
+                          aiol_vhost_blk_aio aio)
 {
     int flags = fcntl(b->fd, F_GETFL);
     bool direct = flags >= 0 && (flags & O_DIRECT);
-    bool loop_uring = strcmp(aiol_loop_fdmon_get(b->loop), "io_uring") == 0;
-    int r;
 
     b->fd_buffered = -1;
     b->mem_align = b->off_align = 1;
     if (aio == AIOL_VHOST_BLK_AIO_AUTO) {
-        aio = loop_uring ? AIOL_VHOST_BLK_AIO_IO_URING
-              : direct   ? AIOL_VHOST_BLK_AIO_NATIVE
-                         : AIOL_VHOST_BLK_AIO_THREADS;
+        aio = runs_io_uring(loop) ? AIOL_VHOST_BLK_AIO_IO_URING
+              : direct            ? AIOL_VHOST_BLK_AIO_NATIVE
+                                  : AIOL_VHOST_BLK_AIO_THREADS;
     }
     if (aio == AIOL_VHOST_BLK_AIO_NATIVE && !direct) {
         return -EINVAL; /* (aio=native needs cache.direct=on) */
     }
     b->aio = aio;
-    r = direct ? direct_init(b, flags) : 0;
-    if (r == 0) {
-        r = aiol__vblk_pool_new(b, b->max_workers, &b->pool);
-    }
-    if (r == 0 && aio == AIOL_VHOST_BLK_AIO_NATIVE) {
-        r = aiol__vblk_aio_new(b, &b->aioctx);
-    }
-    if (r == 0 && aio == AIOL_VHOST_BLK_AIO_IO_URING) {
-        b->loop_ring = loop_uring;
-        r = loop_uring ? 0 : aiol__vblk_ring_new(b, &b->ring);
-    }
-    if (r < 0) {
-        aiol__vblk_io_fini(b);
-    }
-    return r;
+    return direct ? direct_init(b, flags) : 0;
 }
 
-void aiol__vblk_io_fini(aiol_vhost_blk *b)
+void aiol__vblk_image_fini(aiol_vhost_blk *b)
 {
-    aiol__vhost_check(b->inflight == 0, "requests outlive the device");
-    aiol__vblk_ring_free(b->ring);
-    b->ring = NULL;
-    aiol__vblk_aio_free(b->aioctx);
-    b->aioctx = NULL;
-    aiol__vblk_pool_free(b->pool);
-    b->pool = NULL;
     if (b->fd_buffered >= 0) {
         close(b->fd_buffered);
         b->fd_buffered = -1;
     }
+}
+
+int aiol__vblk_io_init(blk_ctx *c, aiol_vhost_blk_aio aio)
+{
+    int r = aiol__vblk_pool_new(c, c->b->max_workers, &c->pool);
+
+    if (r == 0 && aio == AIOL_VHOST_BLK_AIO_NATIVE) {
+        r = aiol__vblk_aio_new(c, &c->aioctx);
+    }
+    if (r == 0 && aio == AIOL_VHOST_BLK_AIO_IO_URING) {
+        c->loop_ring = runs_io_uring(c->loop);
+        r = c->loop_ring ? 0 : aiol__vblk_ring_new(c, &c->ring);
+    }
+    if (r < 0) {
+        aiol__vblk_io_fini(c);
+    }
+    return r;
+}
+
+void aiol__vblk_io_fini(blk_ctx *c)
+{
+    aiol__vhost_check(c->inflight == 0, "requests outlive their context");
+    aiol__vblk_ring_free(c->ring);
+    c->ring = NULL;
+    aiol__vblk_aio_free(c->aioctx);
+    c->aioctx = NULL;
+    aiol__vblk_pool_free(c->pool);
+    c->pool = NULL;
 }

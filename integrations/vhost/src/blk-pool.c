@@ -3,12 +3,14 @@
  * blk-pool.c - the vhost-user-blk device's worker threads (blk.h), as
  * qemu-storage-daemon's aio=threads: each request runs preadv(),
  * pwritev(), fdatasync() or fallocate() on a worker, and a bottom half
- * hands the finished ones back to the loop's thread, one schedule per
- * batch.  Workers start on demand, up to the device's maximum, and stay
- * until the device goes; they block every signal, which stay the loop's.
+ * hands the finished ones back to the context's loop thread, one schedule
+ * per batch.  Each context has its own pool.  Workers start on demand, up
+ * to the device's maximum per pool, and stay until the context goes; they
+ * block every signal, which stay the loops'.
  *
- * Threads: the loop's thread submits, collects and drains; a worker owns
- * a request from taking it off the queue until it is on the done list.
+ * Threads: the context's loop thread submits, collects and drains; a
+ * worker owns a request from taking it off the queue until it is on the
+ * done list.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -21,8 +23,9 @@
 #define MAX_WORKERS_DEFAULT 64u
 
 struct blk_pool {
-    aiol_vhost_blk *b;          /* set at creation */
-    aiol_bh *done_bh;           /* collects the done list; loop's thread */
+    blk_ctx *c;                 /* set at creation */
+    aiol_bh *done_bh;           /* collects the done list; the context's
+                                   loop thread */
     pthread_mutex_t lock;
     pthread_cond_t work;        /* the queue gained a request or stop; lock */
     pthread_cond_t idle;        /* pending dropped to 0; lock */
@@ -30,10 +33,11 @@ struct blk_pool {
     blk_req *done, **done_tail;   /* run, not collected; lock */
     unsigned pending;           /* queued or running; lock */
     unsigned waiting;           /* workers waiting for work; lock */
-    unsigned nthreads;          /* started; lock (written: loop's thread) */
+    unsigned nthreads;          /* started; lock (written: the context's
+                                   loop thread) */
     unsigned max;               /* set at creation */
     bool stop;                  /* lock */
-    pthread_t *threads;         /* max of them; loop's thread */
+    pthread_t *threads;         /* max of them; the context's loop thread */
 };
 
 static void *worker(void *opaque)
@@ -78,7 +82,7 @@ static void *worker(void *opaque)
     return NULL;
 }
 
-/* Loop's thread: completes every request on the done list. */
+/* The context's loop thread: completes every request on the done list. */
 static void collect(void *opaque)
 {
     blk_pool *p = opaque;
@@ -89,14 +93,14 @@ static void collect(void *opaque)
     p->done = NULL;
     p->done_tail = &p->done;
     pthread_mutex_unlock(&p->lock);
-    aiol__vblk_batch_begin(p->b);
+    aiol__vblk_batch_begin(p->c);
     while (r != NULL) {
         blk_req *next = r->next;
 
         aiol__vblk_io_done(r, r->res);
         r = next;
     }
-    aiol__vblk_batch_end(p->b);
+    aiol__vblk_batch_end(p->c);
 }
 
 /* Starts one more worker, all signals blocked in it; 0 or -errno.
@@ -116,8 +120,7 @@ static int spawn(blk_pool *p)
     return -ret;
 }
 
-int aiol__vblk_pool_new(aiol_vhost_blk *b, unsigned max_workers,
-                        blk_pool **out)
+int aiol__vblk_pool_new(blk_ctx *c, unsigned max_workers, blk_pool **out)
 {
     blk_pool *p = calloc(1, sizeof(*p));
     int ret;
@@ -125,13 +128,13 @@ int aiol__vblk_pool_new(aiol_vhost_blk *b, unsigned max_workers,
     if (p == NULL) {
         return -ENOMEM;
     }
-    p->b = b;
+    p->c = c;
     p->max = max_workers != 0 ? max_workers : MAX_WORKERS_DEFAULT;
     p->queue_tail = &p->queue;
     p->done_tail = &p->done;
     p->threads = calloc(p->max, sizeof(*p->threads));
     ret = p->threads == NULL ? -ENOMEM
-                             : aiol_bh_new(b->loop, collect, p, &p->done_bh);
+                             : aiol_bh_new(c->loop, collect, p, &p->done_bh);
     if (ret < 0) {
         free(p->threads);
         free(p);

@@ -2,10 +2,11 @@
 /*
  * blk-uring.c - io_uring for the vhost-user-blk device (blk.h), as
  * qemu-storage-daemon's aio=io_uring: IORING_OP_READV, WRITEV, FSYNC with
- * DATASYNC and FALLOCATE.  When the loop runs io_uring the requests go on
- * its own ring (aioloop/uring.h), in the same io_uring_enter as the
- * loop's wait; on another fd monitor the device has a ring of its own,
- * whose fd the loop watches for completions.  Loop's thread throughout.
+ * DATASYNC and FALLOCATE.  When a context's loop runs io_uring the
+ * requests go on the loop's own ring (aioloop/uring.h), in the same
+ * io_uring_enter as its wait; on another fd monitor the context has a
+ * ring of its own, whose fd its loop watches for completions.  The
+ * context's loop thread throughout.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -22,7 +23,7 @@
 #define RING_ENTRIES 256u
 
 struct blk_ring {
-    aiol_vhost_blk *b;
+    blk_ctx *c;            /* set at creation */
     struct io_uring ring;
     unsigned inflight;     /* submitted, not reaped */
     bool unsent;           /* SQEs io_uring_submit() has not taken yet */
@@ -60,7 +61,7 @@ static void loop_done(void *opaque, int res, uint32_t flags)
     aiol__vblk_io_done(opaque, res);
 }
 
-/* Completes what the device's ring has; sends what it did not take. */
+/* Completes what the context's ring has; sends what it did not take. */
 static void reap(blk_ring *g, unsigned wait)
 {
     struct io_uring_cqe *cqe;
@@ -84,12 +85,12 @@ static void on_ring(void *opaque)
 {
     blk_ring *g = opaque;
 
-    aiol__vblk_batch_begin(g->b);
+    aiol__vblk_batch_begin(g->c);
     reap(g, 0);
-    aiol__vblk_batch_end(g->b);
+    aiol__vblk_batch_end(g->c);
 }
 
-/* Busy polling: completions on the device's ring. */
+/* Busy polling: completions on the context's ring. */
 static bool ring_poll(void *opaque)
 {
     blk_ring *g = opaque;
@@ -101,7 +102,7 @@ static const aiol_fd_ops ring_ops = {
     .read = on_ring, .poll = ring_poll, .poll_ready = on_ring,
 };
 
-int aiol__vblk_ring_new(aiol_vhost_blk *b, blk_ring **out)
+int aiol__vblk_ring_new(blk_ctx *c, blk_ring **out)
 {
     blk_ring *g = calloc(1, sizeof(*g));
     int ret;
@@ -109,10 +110,10 @@ int aiol__vblk_ring_new(aiol_vhost_blk *b, blk_ring **out)
     if (g == NULL) {
         return -ENOMEM;
     }
-    g->b = b;
+    g->c = c;
     ret = io_uring_queue_init(RING_ENTRIES, &g->ring, 0);
     if (ret == 0) {
-        ret = aiol_fd_set_ops(b->loop, g->ring.ring_fd, &ring_ops, g);
+        ret = aiol_fd_set_ops(c->loop, g->ring.ring_fd, &ring_ops, g);
         if (ret < 0) {
             io_uring_queue_exit(&g->ring);
         }
@@ -125,12 +126,12 @@ int aiol__vblk_ring_new(aiol_vhost_blk *b, blk_ring **out)
     return 0;
 }
 
-int aiol__vblk_uring_submit(aiol_vhost_blk *b, blk_ring *g, blk_req *r)
+int aiol__vblk_uring_submit(blk_ctx *c, blk_ring *g, blk_req *r)
 {
     struct io_uring_sqe *sqe;
 
     if (g == NULL) {
-        return aiol_uring_submit(b->loop, prep, loop_done, r, NULL);
+        return aiol_uring_submit(c->loop, prep, loop_done, r, NULL);
     }
     if (g->inflight >= RING_ENTRIES || !(sqe = io_uring_get_sqe(&g->ring))) {
         return -EBUSY;
@@ -143,11 +144,11 @@ int aiol__vblk_uring_submit(aiol_vhost_blk *b, blk_ring *g, blk_req *r)
     return 0;
 }
 
-void aiol__vblk_uring_drain(aiol_vhost_blk *b, blk_ring *g)
+void aiol__vblk_uring_drain(blk_ctx *c, blk_ring *g)
 {
     if (g == NULL) {
         /* (-EIO, a broken ring: aiol_loop_free() completes the rest) */
-        (void)aiol_uring_drain(b->loop);
+        (void)aiol_uring_drain(c->loop);
         return;
     }
     while (g->inflight > 0) {
@@ -161,31 +162,31 @@ void aiol__vblk_ring_free(blk_ring *g)
         return;
     }
     aiol__vhost_check(g->inflight == 0, "io_uring freed with I/O in flight");
-    (void)aiol_fd_remove(g->b->loop, g->ring.ring_fd);
+    (void)aiol_fd_remove(g->c->loop, g->ring.ring_fd);
     io_uring_queue_exit(&g->ring);
     free(g);
 }
 
 #else /* !AIOL_HAVE_IO_URING */
 
-int aiol__vblk_ring_new(aiol_vhost_blk *b, blk_ring **out)
+int aiol__vblk_ring_new(blk_ctx *c, blk_ring **out)
 {
-    (void)b;
+    (void)c;
     (void)out;
     return -ENOTSUP;
 }
 
-int aiol__vblk_uring_submit(aiol_vhost_blk *b, blk_ring *g, blk_req *r)
+int aiol__vblk_uring_submit(blk_ctx *c, blk_ring *g, blk_req *r)
 {
-    (void)b;
+    (void)c;
     (void)g;
     (void)r;
     return -ENOTSUP;
 }
 
-void aiol__vblk_uring_drain(aiol_vhost_blk *b, blk_ring *g)
+void aiol__vblk_uring_drain(blk_ctx *c, blk_ring *g)
 {
-    (void)b;
+    (void)c;
     (void)g;
 }
 

@@ -10,15 +10,16 @@
  * Any of these may be split across descriptors at any byte, so the
  * header is gathered and the data sliced out of the chain's iovecs.
  *
- * A kick pops every available chain and parses it into a blk_req
- * (blk.h), and blk-io.c starts its I/O on the device's engine; each
- * completion pushes its chain, a bottom half notifying once per batch.
- * Requests come from a free list that starts with one per queue; without
- * memory for another, a queue stops popping until a completion frees one
- * (there is one in flight, since the list is empty), so nothing waits for
- * memory on the loop's thread.  Before a ring stops, guest memory is
- * replaced or the device goes, every request in flight is waited for:
- * none outlives the memory it points at.
+ * A queue is served by its context (blk.h), on that context's loop.  A
+ * kick pops every available chain and parses it into a blk_req, and
+ * blk-io.c starts its I/O on the context's engines; each completion
+ * pushes its chain, a bottom half notifying once per batch.  Requests
+ * come from the context's free list, which starts with one per queue;
+ * without memory for another, a queue stops popping until a completion
+ * frees one (there is one in flight, since the list is empty), so
+ * nothing waits for memory on a loop's thread.  Before a ring stops, its
+ * context is drained; before guest memory is replaced or the device
+ * goes, every context is: no request outlives the memory it points at.
  */
 #include <endian.h>
 #include <errno.h>
@@ -193,19 +194,22 @@ static uint8_t get_id(aiol_vhost_blk *b, const aiol_vhost_elem *e,
 }
 
 /*
- * Parses the popped chain @e into @r: either an I/O to run (r->op) or a
- * status decided now (op NONE, r->status).  Counts the request.
+ * Parses the popped chain @e into @r, a request of @c: either an I/O to
+ * run (r->op) or a status decided now (op NONE, r->status).  Counts the
+ * request.
  */
-static void parse(aiol_vhost_blk *b, aiol_vhost_vq *vq,
-                  const aiol_vhost_elem *e, blk_req *r)
+static void parse(blk_ctx *c, aiol_vhost_vq *vq, const aiol_vhost_elem *e,
+                  blk_req *r)
 {
+    aiol_vhost_blk *b = c->b;
+    aiol_vhost_blk_stats *st = &c->st;
     struct virtio_blk_outhdr h;
     const struct iovec *last;
 
-    r->b = b;
+    r->ctx = c;
     r->vq = vq;
     r->elem = *e;
-    r->elem.iov = NULL; /* (b->iov is reused by the next pop) */
+    r->elem.iov = NULL; /* (c->iov is reused by the next pop) */
     r->op = BLK_OP_NONE;
     r->status = VIRTIO_BLK_S_IOERR;
     r->status_p = NULL;
@@ -224,28 +228,28 @@ static void parse(aiol_vhost_blk *b, aiol_vhost_vq *vq,
     }
     switch (le32toh(h.type)) {
     case VIRTIO_BLK_T_IN:
-        b->st.reads++;
+        st->reads++;
         r->status = plan_rw(b, e, le64toh(h.sector), false, r);
         break;
     case VIRTIO_BLK_T_OUT:
-        b->st.writes++;
+        st->writes++;
         r->status = plan_rw(b, e, le64toh(h.sector), true, r);
         break;
     case VIRTIO_BLK_T_FLUSH:
-        b->st.flushes++;
+        st->flushes++;
         r->op = BLK_OP_FLUSH;
         r->status = VIRTIO_BLK_S_OK;
         break;
     case VIRTIO_BLK_T_GET_ID:
-        b->st.get_ids++;
+        st->get_ids++;
         r->status = get_id(b, e, r);
         break;
     case VIRTIO_BLK_T_DISCARD:
-        b->st.discards++;
+        st->discards++;
         r->status = plan_dz(b, e, false, r);
         break;
     case VIRTIO_BLK_T_WRITE_ZEROES:
-        b->st.write_zeroes++;
+        st->write_zeroes++;
         r->status = plan_dz(b, e, true, r);
         break;
     default:
@@ -257,106 +261,112 @@ static void parse(aiol_vhost_blk *b, aiol_vhost_vq *vq,
     }
 }
 
+static void req_put(blk_ctx *c, blk_req *r)
+{
+    r->next = c->free_reqs;
+    c->free_reqs = r;
+}
+
+/* A request of @c: recycled or new; NULL without memory. */
+static blk_req *req_get(blk_ctx *c)
+{
+    blk_req *r = c->free_reqs;
+
+    if (r != NULL) {
+        c->free_reqs = r->next;
+        return r;
+    }
+    return malloc(sizeof(*r));
+}
+
 /* Writes @status, pushes @r's chain, counts it and recycles @r. */
 static void push(blk_req *r, uint8_t status)
 {
-    aiol_vhost_blk *b = r->b;
+    blk_ctx *c = r->ctx;
 
     if (r->status_p == NULL) {
-        b->st.ioerr++;
+        c->st.ioerr++;
         aiol_vhost_vq_push(r->vq, &r->elem, 0);
     } else {
-        b->st.ioerr += status == VIRTIO_BLK_S_IOERR;
-        b->st.unsupp += status == VIRTIO_BLK_S_UNSUPP;
+        c->st.ioerr += status == VIRTIO_BLK_S_IOERR;
+        c->st.unsupp += status == VIRTIO_BLK_S_UNSUPP;
         *r->status_p = status;
         aiol_vhost_vq_push(r->vq, &r->elem, r->written + 1);
     }
-    r->next = b->free_reqs;
-    b->free_reqs = r;
+    req_put(c, r);
 }
 
 void aiol__vblk_finish(blk_req *r, uint8_t status)
 {
-    aiol_vhost_blk *b = r->b;
+    blk_ctx *c = r->ctx;
 
     /* notified with the rest of its batch: when the engine's batch ends,
        or by the bottom half for completions that come one by one */
-    b->notify_due |= 1ull << aiol_vhost_vq_index_get(r->vq);
-    if (b->batch == 0) {
-        aiol_bh_schedule(b->notify_bh);
+    c->notify_due |= 1ull << aiol_vhost_vq_index_get(r->vq);
+    if (c->batch == 0) {
+        aiol_bh_schedule(c->notify_bh);
     }
     push(r, status);
 }
 
-void aiol__vblk_batch_begin(aiol_vhost_blk *b)
+void aiol__vblk_batch_begin(blk_ctx *c)
 {
-    b->batch++;
+    c->batch++;
 }
 
 static void notify_due(void *opaque);
 
-void aiol__vblk_batch_end(aiol_vhost_blk *b)
+void aiol__vblk_batch_end(blk_ctx *c)
 {
-    aiol__vhost_check(b->batch > 0, "a completion batch ended twice");
-    if (--b->batch == 0 && (b->notify_due != 0 || b->starved != 0)) {
-        notify_due(b);
+    aiol__vhost_check(c->batch > 0, "a completion batch ended twice");
+    if (--c->batch == 0 && (c->notify_due != 0 || c->starved != 0)) {
+        notify_due(c);
     }
 }
 
 static void blk_queue(void *opaque, aiol_vhost_vq *vq);
 
-/* Notifies every queue a completion pushed to since it last notified,
- * and pops again on the queues that stopped for want of memory. */
+/* Notifies every queue of the context @opaque a completion pushed to
+ * since it last notified, and pops again on its queues that stopped for
+ * want of memory. */
 static void notify_due(void *opaque)
 {
-    aiol_vhost_blk *b = opaque;
-    uint64_t starved = b->starved;
+    blk_ctx *c = opaque;
+    aiol_vhost_blk *b = c->b;
+    uint64_t starved = c->starved;
 
-    b->starved = 0;
+    c->starved = 0;
     while (starved != 0) {
         unsigned q = (unsigned)__builtin_ctzll(starved);
 
         starved &= starved - 1;
         blk_queue(b, aiol_vhost_dev_vq_get(b->dev, q));
     }
-    while (b->notify_due != 0) {
-        unsigned q = (unsigned)__builtin_ctzll(b->notify_due);
+    while (c->notify_due != 0) {
+        unsigned q = (unsigned)__builtin_ctzll(c->notify_due);
 
-        b->notify_due &= b->notify_due - 1;
+        c->notify_due &= c->notify_due - 1;
         aiol_vhost_vq_notify(aiol_vhost_dev_vq_get(b->dev, q));
     }
 }
 
-/* A request: recycled or new; NULL without memory. */
-static blk_req *req_get(aiol_vhost_blk *b)
+/* Waits for every request of @c in flight and notifies what they
+ * pushed. */
+static void ctx_drain(blk_ctx *c)
 {
-    blk_req *r = b->free_reqs;
-
-    if (r != NULL) {
-        b->free_reqs = r->next;
-        return r;
-    }
-    return malloc(sizeof(*r));
-}
-
-static void req_put(aiol_vhost_blk *b, blk_req *r)
-{
-    r->next = b->free_reqs;
-    b->free_reqs = r;
-}
-
-/* Waits for every request in flight and notifies what they pushed. */
-static void drain(void *opaque)
-{
-    aiol_vhost_blk *b = opaque;
-
-    b->batch++; /* (what completes is notified below; no queue pops
+    c->batch++; /* (what completes is notified below; no queue pops
                    again meanwhile) */
-    aiol__vblk_io_drain(b);
-    b->batch--;
-    b->starved = 0; /* (the rings stop, or their memory changes: the
+    aiol__vblk_io_drain(c);
+    c->batch--;
+    c->starved = 0; /* (the rings stop, or their memory changes: the
                        frontend kicks again) */
-    notify_due(b);
+    notify_due(c);
+}
+
+/* The context serving @vq. */
+static blk_ctx *ctx_of(aiol_vhost_blk *b, aiol_vhost_vq *vq)
+{
+    return b->qctx[aiol_vhost_vq_index_get(vq)];
 }
 
 /* ------------------------------------------------------- device ops */
@@ -412,23 +422,23 @@ static int blk_set_config(void *opaque, const uint8_t *buf, uint32_t off,
 
 static void blk_queue(void *opaque, aiol_vhost_vq *vq)
 {
-    aiol_vhost_blk *b = opaque;
-    aiol_vhost_elem e = { .iov = b->iov, .iov_cap = AIOL_VHOST_MAX_RING };
+    blk_ctx *c = ctx_of(opaque, vq);
+    aiol_vhost_elem e = { .iov = c->iov, .iov_cap = AIOL_VHOST_MAX_RING };
 
     for (;;) {
-        blk_req *r = req_get(b);
+        blk_req *r = req_get(c);
 
         if (r == NULL) {
             /* (the free list is empty: one is in flight, and its
                completion pops again) */
-            b->starved |= 1ull << aiol_vhost_vq_index_get(vq);
+            c->starved |= 1ull << aiol_vhost_vq_index_get(vq);
             break;
         }
         if (aiol_vhost_vq_pop(vq, &e) != 1) {
-            req_put(b, r);
+            req_put(c, r);
             break;
         }
-        parse(b, vq, &e, r);
+        parse(c, vq, &e, r);
         if (r->op != BLK_OP_NONE) {
             aiol__vblk_io_start(r); /* its completion pushes it */
         } else {
@@ -438,11 +448,46 @@ static void blk_queue(void *opaque, aiol_vhost_vq *vq)
     aiol_vhost_vq_notify(vq);
 }
 
-/* The ring stops: none of its requests may stay in flight. */
+/* The ring stops: none of its requests may stay in flight (its
+ * context's other queues are drained with it). */
 static void blk_queue_stop(void *opaque, aiol_vhost_vq *vq)
 {
-    (void)vq;
-    drain(opaque);
+    ctx_drain(ctx_of(opaque, vq));
+}
+
+/* Guest memory is about to be replaced: drains @vq's context, on its
+ * thread. */
+static void blk_drain_queue(void *opaque, aiol_vhost_vq *vq)
+{
+    ctx_drain(ctx_of(opaque, vq));
+}
+
+/*
+ * @vq moves to @loop (device's loop thread, nothing of @vq in flight):
+ * to the context serving @loop, made now if there is none (its engine
+ * started on @loop, as the first one's on the device's loop).
+ */
+static int blk_queue_loop(void *opaque, aiol_vhost_vq *vq, aiol_loop *loop)
+{
+    aiol_vhost_blk *b = opaque;
+    blk_ctx *c = NULL;
+
+    for (unsigned i = 0; i < b->nctx && c == NULL; i++) {
+        c = b->ctx[i]->loop == loop ? b->ctx[i] : NULL;
+    }
+    if (c == NULL) {
+        int r;
+
+        if (b->nctx == BLK_MAX_QUEUES) {
+            return -ENOSPC; /* (one per loop a queue was ever on) */
+        }
+        if ((r = aiol__vblk_ctx_new(b, loop, &c)) < 0) {
+            return r;
+        }
+        b->ctx[b->nctx++] = c;
+    }
+    b->qctx[aiol_vhost_vq_index_get(vq)] = c;
+    return 0;
 }
 
 static const aiol_vhost_dev_ops blk_ops = {
@@ -451,19 +496,83 @@ static const aiol_vhost_dev_ops blk_ops = {
     .set_config = blk_set_config,
     .queue = blk_queue,
     .queue_stop = blk_queue_stop,
-    .drain = drain,
+    .flags = AIOL_VHOST_DEV_QUEUE_THREADS,
+    .drain_queue = blk_drain_queue,
+    .queue_loop = blk_queue_loop,
 };
 
 /* --------------------------------------------------------- lifetime */
 
-/* Frees the free list. */
-static void reqs_free(aiol_vhost_blk *b)
+/* Frees @c's free list. */
+static void reqs_free(blk_ctx *c)
 {
-    while (b->free_reqs != NULL) {
-        blk_req *r = b->free_reqs;
+    while (c->free_reqs != NULL) {
+        blk_req *r = c->free_reqs;
 
-        b->free_reqs = r->next;
+        c->free_reqs = r->next;
         free(r);
+    }
+}
+
+int aiol__vblk_ctx_new(aiol_vhost_blk *b, aiol_loop *loop, blk_ctx **out)
+{
+    blk_ctx *c = calloc(1, sizeof(*c));
+    int r = 0;
+
+    if (c == NULL) {
+        return -ENOMEM;
+    }
+    c->b = b;
+    c->loop = loop;
+    c->nowait_writes = true;
+    c->iov = calloc(AIOL_VHOST_MAX_RING, sizeof(*c->iov));
+    /* one request per queue from the start: a queue never waits for
+       memory with nothing in flight */
+    for (unsigned i = 0; c->iov != NULL && i < b->num_queues; i++) {
+        blk_req *q = malloc(sizeof(*q));
+
+        if (q == NULL) {
+            break;
+        }
+        req_put(c, q);
+    }
+    if (c->iov == NULL || c->free_reqs == NULL) {
+        r = -ENOMEM;
+    }
+    if (r == 0) {
+        r = aiol__vblk_io_init(c, b->aio);
+    }
+    if (r == 0) {
+        r = aiol_bh_new(loop, notify_due, c, &c->notify_bh);
+        if (r < 0) {
+            aiol__vblk_io_fini(c);
+        }
+    }
+    if (r < 0) {
+        reqs_free(c);
+        free(c->iov);
+        free(c);
+        return r;
+    }
+    *out = c;
+    return 0;
+}
+
+void aiol__vblk_ctx_free(blk_ctx *c)
+{
+    aiol__vblk_io_drain(c); /* (what a broken ring left) */
+    aiol__vblk_io_fini(c);
+    aiol_bh_free(c->notify_bh);
+    reqs_free(c);
+    free(c->iov);
+    free(c);
+}
+
+/* The device's contexts, all freed (requests drained). */
+static void ctxs_free(aiol_vhost_blk *b)
+{
+    while (b->nctx > 0) {
+        aiol__vblk_ctx_free(b->ctx[--b->nctx]);
     }
 }
 
@@ -478,8 +587,8 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
                       "NULL argument");
     unsigned bs = opts->block_size != 0 ? opts->block_size : SECTOR;
 
-    if (opts->num_queues < 1 || opts->num_queues > 64 || fd < 0 ||
-        opts->aio > AIOL_VHOST_BLK_AIO_IO_URING || bs < SECTOR ||
+    if (opts->num_queues < 1 || opts->num_queues > BLK_MAX_QUEUES ||
+        fd < 0 || opts->aio > AIOL_VHOST_BLK_AIO_IO_URING || bs < SECTOR ||
         bs > 65536 || (bs & (bs - 1)) != 0) {
         return -EINVAL;
     }
@@ -506,63 +615,72 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
     b->read_only = opts->read_only;
     b->num_queues = opts->num_queues;
     b->max_workers = opts->max_workers;
-    b->nowait_writes = true;
     {
         const char *id = opts->serial != NULL ? opts->serial : "aioloop";
 
         memcpy(b->serial, id, strnlen(id, ID_LEN)); /* (zero-padded) */
     }
-    b->loop = loop;
-    b->iov = calloc(AIOL_VHOST_MAX_RING, sizeof(*b->iov));
-    /* one request per queue from the start: a queue never waits for
-       memory with nothing in flight */
-    for (unsigned i = 0; b->iov != NULL && i < opts->num_queues; i++) {
-        blk_req *q = malloc(sizeof(*q));
-
-        if (q == NULL) {
-            break;
+    r = aiol__vblk_image_init(b, loop, opts->aio);
+    /* one context, on the device's loop, serving every queue */
+    if (r == 0) {
+        r = aiol__vblk_ctx_new(b, loop, &b->ctx[0]);
+    }
+    if (r == 0) {
+        b->nctx = 1;
+        for (unsigned i = 0; i < b->num_queues; i++) {
+            b->qctx[i] = b->ctx[0];
         }
-        req_put(b, q);
-    }
-    if (b->iov == NULL || b->free_reqs == NULL) {
-        r = -ENOMEM;
-    }
-    if (r == 0) {
-        r = aiol__vblk_io_init(b, opts->aio);
-    }
-    if (r == 0) {
-        r = aiol_bh_new(loop, notify_due, b, &b->notify_bh);
-        if (r < 0) {
-            aiol__vblk_io_fini(b);
-        }
-    }
-    if (r == 0) {
         r = aiol_vhost_dev_new(loop, &blk_ops, b, opts->num_queues, &b->dev);
-        if (r < 0) {
-            aiol_bh_free(b->notify_bh);
-            aiol__vblk_io_fini(b);
-        }
     }
     if (r < 0) {
-        reqs_free(b);
-        free(b->iov);
+        ctxs_free(b);
+        aiol__vblk_image_fini(b);
         free(b);
         return r;
     }
     *out = b;
     return 0;
 }
+
 aiol_vhost_dev *aiol_vhost_blk_dev_get(aiol_vhost_blk *blk)
 {
     aiol__vhost_check(blk != NULL, "NULL device");
     return blk->dev;
 }
 
+/* Adds the counters of @a to those of @sum. */
+static void stats_add(aiol_vhost_blk_stats *sum, const aiol_vhost_blk_stats *a)
+{
+    _Static_assert(sizeof(*a) == 14 * sizeof(uint64_t),
+                   "every counter is summed below");
+    sum->reads += a->reads;
+    sum->writes += a->writes;
+    sum->flushes += a->flushes;
+    sum->discards += a->discards;
+    sum->get_ids += a->get_ids;
+    sum->ioerr += a->ioerr;
+    sum->unsupp += a->unsupp;
+    sum->on_ring += a->on_ring;
+    sum->on_aio += a->on_aio;
+    sum->on_pool += a->on_pool;
+    sum->bounced += a->bounced;
+    sum->buffered += a->buffered;
+    sum->write_zeroes += a->write_zeroes;
+    sum->nowait += a->nowait;
+}
+
 void aiol_vhost_blk_stats_get(const aiol_vhost_blk *blk,
                               aiol_vhost_blk_stats *out)
 {
     aiol__vhost_check(blk != NULL && out != NULL, "NULL argument");
-    *out = blk->st;
+    memset(out, 0, sizeof(*out));
+    /* (the loops serving queues wait while their counters are read; a
+       context that serves none has nothing in flight) */
+    aiol__vhost_park(blk->dev);
+    for (unsigned i = 0; i < blk->nctx; i++) {
+        stats_add(out, &blk->ctx[i]->st);
+    }
+    aiol__vhost_unpark(blk->dev);
 }
 
 void aiol_vhost_blk_free(aiol_vhost_blk *blk)
@@ -571,10 +689,7 @@ void aiol_vhost_blk_free(aiol_vhost_blk *blk)
         return;
     }
     aiol_vhost_dev_free(blk->dev); /* (its queues stop: drained) */
-    aiol__vblk_io_drain(blk);      /* (and what a broken ring left) */
-    aiol__vblk_io_fini(blk);
-    aiol_bh_free(blk->notify_bh);
-    reqs_free(blk);
-    free(blk->iov);
+    ctxs_free(blk);
+    aiol__vblk_image_fini(blk);
     free(blk);
 }

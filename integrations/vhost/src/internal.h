@@ -9,8 +9,11 @@
 #ifndef AIOLOOP_VHOST_INTERNAL_H
 #define AIOLOOP_VHOST_INTERNAL_H
 
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdint.h>
+
+#include "aioloop/bh.h"
 
 #include "aioloop/vhost.h"
 
@@ -111,8 +114,18 @@ typedef struct vu_ring_ops {
 extern const vu_ring_ops aiol__vhost_split;
 extern const vu_ring_ops aiol__vhost_packed;
 
+/*
+ * Threads.  A queue is served on one loop (vq->loop): the device's, or
+ * another thread's (aiol_vhost_dev_queue_loop_set()).  Everything of a
+ * vq below is read and written on its loop's thread, or on the device's
+ * loop thread while the queue's loop is parked (park.c): its thread then
+ * waits in a bottom half, the mutex hand-over ordering what either side
+ * wrote before.  The device's fields are written on the device's loop
+ * thread, with every other loop parked; queue threads read them.
+ */
 struct aiol_vhost_vq {
     aiol_vhost_dev *dev;
+    aiol_loop *loop;              /* the loop serving it; written parked */
     const vu_ring_ops *ring;      /* the layout: packed once negotiated */
     unsigned index;
     uint16_t num;                 /* SET_VRING_NUM, 0: not set */
@@ -145,6 +158,27 @@ struct aiol_vhost_vq {
     aiol_vhost_vq_stats st;
 };
 
+/* A loop other than the device's serving some of its queues (park.c). */
+typedef struct vu_park vu_park;
+typedef struct vu_park_slot {
+    vu_park *park;
+    aiol_loop *loop;              /* device thread */
+    aiol_bh *bh;                  /* parks the loop's thread; device thread */
+    unsigned nqueues;             /* queues it serves; device thread */
+    bool parked;                  /* its thread waits in bh; park lock */
+    aiol_handler_fn *fn;          /* work handed to it, NULL: none; lock */
+    void *arg;                    /* lock */
+} vu_park_slot;
+
+struct vu_park {
+    pthread_mutex_t lock;
+    pthread_cond_t cond;          /* a slot parked, left or did its work */
+    unsigned gen, released;       /* parks begun and ended; lock */
+    unsigned depth;               /* nesting; device thread */
+    unsigned nslots;              /* device thread */
+    vu_park_slot *slot[AIOL_VHOST_MAX_QUEUES];
+};
+
 struct aiol_vhost_dev {
     aiol_loop *loop;
     aiol_vhost_dev_ops ops;
@@ -169,9 +203,21 @@ struct aiol_vhost_dev {
     vu_mem mem;
 
     aiol_vhost_stats st;
+    vu_park park;                 /* the other loops serving queues */
     const char *why;              /* reason of a refusal (msg.c) */
     char err[160];
 };
+
+/* park.c: the loops serving queues on other threads. */
+void aiol__vhost_park_init(aiol_vhost_dev *dev);
+void aiol__vhost_park_fini(aiol_vhost_dev *dev);
+/* Device thread.  Parks every other loop serving a queue: their threads
+ * wait in a bottom half until aiol__vhost_unpark().  Nests. */
+void aiol__vhost_park(aiol_vhost_dev *dev);
+void aiol__vhost_unpark(aiol_vhost_dev *dev);
+/* Device thread, parked: runs @fn(@arg) on @vq's loop thread (here when
+ * that is the device's loop) and waits for it. */
+void aiol__vhost_run_on(aiol_vhost_vq *vq, aiol_handler_fn *fn, void *arg);
 
 /* server.c */
 void aiol__vhost_drop(aiol_vhost_dev *dev, bool malformed, const char *fmt,
@@ -216,6 +262,10 @@ void aiol__vhost_vq_reset(aiol_vhost_vq *vq);
 void aiol__vhost_vq_stop(aiol_vhost_vq *vq);
 /* Translates the ring addresses against @m; 0 or -EFAULT/-EINVAL. */
 int aiol__vhost_vq_map(aiol_vhost_vq *vq, const vu_mem *m, bool commit);
+/* Watches the kick fd on the queue's loop; 0 or -errno. */
+int aiol__vhost_vq_kick_watch(aiol_vhost_vq *vq);
+/* Signals the kick fd: the queue's loop runs its handler once. */
+void aiol__vhost_vq_kick_self(aiol_vhost_vq *vq);
 /* Sets the kick fd (taken; -1 with nofd) and starts the ring. */
 int aiol__vhost_vq_set_kick(aiol_vhost_vq *vq, int fd);
 /* Runs the queue handler once if the ring started running just now. */

@@ -133,6 +133,14 @@ static int set_features(aiol_vhost_dev *dev)
     return 0;
 }
 
+/* On the queue's loop thread: completes what the device popped. */
+static void drain_here(void *opaque)
+{
+    aiol_vhost_vq *vq = opaque;
+
+    vq->dev->ops.drain_queue(vq->dev->opaque, vq);
+}
+
 static int set_mem_table(aiol_vhost_dev *dev)
 {
     vu_mem m;
@@ -148,7 +156,9 @@ static int set_mem_table(aiol_vhost_dev *dev)
      * Chains still popped point into the old maps: the device finishes
      * them first, or the table is refused. */
     for (unsigned i = 0; i < dev->num_queues; i++) {
-        if (dev->vqs[i].inflight > 0 && dev->ops.drain != NULL) {
+        if (dev->vqs[i].inflight > 0 && dev->ops.drain_queue != NULL) {
+            aiol__vhost_run_on(&dev->vqs[i], drain_here, &dev->vqs[i]);
+        } else if (dev->vqs[i].inflight > 0 && dev->ops.drain != NULL) {
             dev->ops.drain(dev->opaque);
         }
         if (dev->vqs[i].inflight > 0) {
@@ -443,7 +453,10 @@ void aiol__vhost_dispatch(aiol_vhost_dev *dev)
     int r;
 
     dev->why = "reply could not be sent";
+    /* (the other loops serving queues wait while the message is handled) */
+    aiol__vhost_park(dev);
     r = handle(dev);
+    aiol__vhost_unpark(dev);
     if (dev->conn_fd < 0) {
         return;
     }

@@ -62,6 +62,7 @@ int aiol_vhost_dev_new(aiol_loop *loop, const aiol_vhost_dev_ops *ops,
     dev->num_queues = num_queues;
     dev->listen_fd = -1;
     dev->conn_fd = -1;
+    aiol__vhost_park_init(dev);
     for (unsigned i = 0; i < num_queues; i++) {
         aiol__vhost_vq_init(&dev->vqs[i], dev, i);
     }
@@ -212,7 +213,9 @@ void aiol__vhost_drop(aiol_vhost_dev *dev, bool malformed, const char *fmt,
     dev->conn_fd = -1;
     close_fds(dev);
     dev->got = 0;
+    aiol__vhost_park(dev);
     aiol__vhost_reset(dev);
+    aiol__vhost_unpark(dev);
     dev->st.drops++;
     if (malformed) {
         dev->st.malformed++;
@@ -426,7 +429,10 @@ void aiol_vhost_dev_free(aiol_vhost_dev *dev)
         }
     }
     aiol__vhost_drop(dev, false, "device freed");
+    aiol__vhost_park(dev);
     aiol__vhost_reset(dev);
+    aiol__vhost_unpark(dev);
+    aiol__vhost_park_fini(dev);
     free(dev->path);
     free(dev->vqs);
     free(dev);

@@ -41,6 +41,18 @@
 #define IND_MAX AIOL_VHOST_MAX_RING
 
 static void on_kick(void *opaque);
+static void signal_fd(int fd);
+
+/*
+ * A queue's counters have one writer, the thread serving the queue (or
+ * the device's while that is parked), and may be read from the device's
+ * loop thread at any time (aiol_vhost_vq_stats_get()): relaxed atomic
+ * stores and loads, no read-modify-write.
+ */
+static void count(uint64_t *c, uint64_t n)
+{
+    __atomic_store_n(c, *c + n, __ATOMIC_RELAXED);
+}
 static bool running(const aiol_vhost_vq *vq);
 static bool kick_poll(void *opaque);
 static void kick_poll_ready(void *opaque);
@@ -56,13 +68,21 @@ static const aiol_fd_ops kick_ops = {
     .poll_end = kick_poll_end,
 };
 
+/* The device's queue handler (on the queue's loop thread). */
+static void queue_run(void *opaque)
+{
+    aiol_vhost_vq *vq = opaque;
+
+    vq->dev->ops.queue(vq->dev->opaque, vq);
+}
+
 void aiol__vhost_vq_kick_if_running(aiol_vhost_vq *vq, bool was_running)
 {
     /* A ring that just started running may hold chains whose kick came
      * while it was not (the kick fd is read and forgotten then): the
      * queue handler looks once, as a kick would make it. */
     if (!was_running && running(vq)) {
-        vq->dev->ops.queue(vq->dev->opaque, vq);
+        aiol__vhost_run_on(vq, queue_run, vq);
     }
 }
 
@@ -70,28 +90,53 @@ void aiol__vhost_vq_init(aiol_vhost_vq *vq, aiol_vhost_dev *dev,
                          unsigned index)
 {
     aiol_vhost_vq_stats st = vq->st;
+    aiol_loop *loop = vq->loop != NULL ? vq->loop : dev->loop;
 
     memset(vq, 0, sizeof(*vq));
     vq->st = st;
+    vq->loop = loop; /* (a reset queue stays where it is served) */
     vq->dev = dev;
     vq->ring = aiol__vhost_vq_layout(dev);
     vq->index = index;
     vq->kick_fd = vq->call_fd = vq->err_fd = -1;
 }
 
+/* On the queue's loop thread: the device's queue_stop. */
+static void stop_here(void *opaque)
+{
+    aiol_vhost_vq *vq = opaque;
+
+    vq->dev->ops.queue_stop(vq->dev->opaque, vq);
+}
+
 void aiol__vhost_vq_stop(aiol_vhost_vq *vq)
 {
-    aiol_vhost_dev *dev = vq->dev;
-
-    if (vq->started && dev->ops.queue_stop != NULL) {
-        dev->ops.queue_stop(dev->opaque, vq);
+    /* Removed here, on the device's thread: on a parked queue loop the
+     * removal is then done when this returns (fd.h), and closing the fd
+     * below cannot race that loop's thread. */
+    if (vq->kick_fd >= 0) {
+        aiol_fd_remove(vq->loop, vq->kick_fd);
+    }
+    if (vq->started && vq->dev->ops.queue_stop != NULL) {
+        aiol__vhost_run_on(vq, stop_here, vq);
     }
     vq->started = false;
     vq->inflight = 0;
     if (vq->kick_fd >= 0) {
-        aiol_fd_remove(dev->loop, vq->kick_fd);
         close(vq->kick_fd);
         vq->kick_fd = -1;
+    }
+}
+
+int aiol__vhost_vq_kick_watch(aiol_vhost_vq *vq)
+{
+    return aiol_fd_set_ops(vq->loop, vq->kick_fd, &kick_ops, vq);
+}
+
+void aiol__vhost_vq_kick_self(aiol_vhost_vq *vq)
+{
+    if (vq->kick_fd >= 0) {
+        signal_fd(vq->kick_fd);
     }
 }
 
@@ -162,23 +207,23 @@ uint32_t aiol__vhost_vq_base_get(const aiol_vhost_vq *vq)
 
 int aiol__vhost_vq_set_kick(aiol_vhost_vq *vq, int fd)
 {
-    aiol_vhost_dev *dev = vq->dev;
     bool was = running(vq);
 
     if (fd >= 0) {
-        int r = aiol_fd_set_ops(dev->loop, fd, &kick_ops, vq);
+        /* (the queue's loop is parked or ours: its handler is idle) */
+        int r = aiol_fd_set_ops(vq->loop, fd, &kick_ops, vq);
 
         if (r < 0) {
             return r;
         }
     }
     if (vq->kick_fd >= 0) {
-        aiol_fd_remove(dev->loop, vq->kick_fd);
+        aiol_fd_remove(vq->loop, vq->kick_fd);
         close(vq->kick_fd);
     }
     vq->kick_fd = fd;
-    vq->st.starts++;
-    vq->st.starts_packed += vq->ring == &aiol__vhost_packed;
+    count(&vq->st.starts, 1);
+    count(&vq->st.starts_packed, vq->ring == &aiol__vhost_packed);
     /* A kick fd starts the ring (vhost-user spec, "Starting and stopping
      * rings"); a "no fd" kick starts it for a device that polls. */
     vq->started = true;
@@ -243,10 +288,10 @@ static void on_kick(void *opaque)
     } while (n < 0 && errno == EINTR);
     if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK)) {
         /* Not an eventfd (EOF, error): stop watching, or we would spin. */
-        aiol_fd_remove(dev->loop, vq->kick_fd);
+        aiol_fd_remove(vq->loop, vq->kick_fd);
         return;
     }
-    vq->st.kicks++;
+    count(&vq->st.kicks, 1);
     if (running(vq)) {
         dev->ops.queue(dev->opaque, vq);
     }
@@ -300,8 +345,8 @@ int aiol__vhost_vq_broken(aiol_vhost_vq *vq, const char *why)
 {
     snprintf(vq->dev->err, sizeof(vq->dev->err), "queue %u broken: %s",
              vq->index, why);
-    vq->broken = true;
-    vq->st.broken++;
+    __atomic_store_n(&vq->broken, true, __ATOMIC_RELAXED); /* (as count()) */
+    count(&vq->st.broken, 1);
     if (vq->err_fd >= 0) {
         signal_fd(vq->err_fd);
     }
@@ -396,7 +441,7 @@ int aiol_vhost_vq_pop(aiol_vhost_vq *vq, aiol_vhost_elem *e)
     r = vq->ring->pop(vq, e);
     if (r > 0) {
         vq->inflight++;
-        vq->st.popped++;
+        count(&vq->st.popped, 1);
     }
     return r;
 }
@@ -429,15 +474,15 @@ bool aiol_vhost_vq_notify(aiol_vhost_vq *vq)
      * re-reading the used ring, so a call is never missed. */
     atomic_thread_fence(memory_order_seq_cst);
     if (!vq->ring->call_wanted(vq)) {
-        vq->st.suppressed++;
+        count(&vq->st.suppressed, 1);
         return false;
     }
     if (vq->call_fd < 0) {
-        vq->st.skipped++; /* a polling driver: never signalled */
+        count(&vq->st.skipped, 1); /* a polling driver: never signalled */
         return false;
     }
     signal_fd(vq->call_fd);
-    vq->st.calls++;
+    count(&vq->st.calls, 1);
     return true;
 }
 
@@ -462,12 +507,18 @@ bool aiol_vhost_vq_is_running(const aiol_vhost_vq *vq)
 bool aiol_vhost_vq_is_broken(const aiol_vhost_vq *vq)
 {
     aiol__vhost_check(vq != NULL, "NULL queue");
-    return vq->broken;
+    return __atomic_load_n(&vq->broken, __ATOMIC_RELAXED);
 }
 
 void aiol_vhost_vq_stats_get(const aiol_vhost_vq *vq,
                              aiol_vhost_vq_stats *out)
 {
+    const uint64_t *in = (const uint64_t *)&vq->st;
+    uint64_t *to = (uint64_t *)out;
+
     aiol__vhost_check(vq != NULL && out != NULL, "NULL argument");
-    *out = vq->st;
+    /* (counters only: see count()) */
+    for (size_t i = 0; i < sizeof(*out) / sizeof(uint64_t); i++) {
+        to[i] = __atomic_load_n(&in[i], __ATOMIC_RELAXED);
+    }
 }

@@ -22,6 +22,11 @@ void fx_pump(void *opaque)
 
 int fx_init(fx *t)
 {
+    return fx_init_ops(t, &toydev_ops);
+}
+
+int fx_init_ops(fx *t, const aiol_vhost_dev_ops *ops)
+{
     int r;
 
     memset(t, 0, sizeof(*t));
@@ -34,7 +39,7 @@ int fx_init(fx *t)
     if ((r = aiol_loop_new(&t->loop, NULL)) < 0) {
         return r;
     }
-    if ((r = aiol_vhost_dev_new(t->loop, &toydev_ops, &t->toy, FX_QUEUES,
+    if ((r = aiol_vhost_dev_new(t->loop, ops, &t->toy, FX_QUEUES,
                                 &t->dev)) < 0) {
         return r;
     }

@@ -36,6 +36,8 @@ typedef struct fx {
 void fx_pump(void *opaque);
 /* Loop, device listening, nothing connected.  0 or -errno. */
 int fx_init(fx *t);
+/* The same with the toy device's ops @ops (toydev_ops or toydev_mt_ops). */
+int fx_init_ops(fx *t, const aiol_vhost_dev_ops *ops);
 void fx_fini(fx *t);
 /* Connects the frontend, negotiates, 2-region RAM, mem table, queue 0. */
 int fx_session(fx *t, uint64_t features, uint64_t protocol);

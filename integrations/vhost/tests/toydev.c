@@ -69,13 +69,42 @@ static void put(aiol_vhost_elem *e, uint64_t at, const void *src, size_t len)
     }
 }
 
+static void bump(unsigned *c)
+{
+    __atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+}
+
+/* Keeps @e popped if its queue was told to (toydev.hold). */
+static bool hold(toydev *t, aiol_vhost_vq *vq, const aiol_vhost_elem *e)
+{
+    unsigned q = aiol_vhost_vq_index_get(vq);
+
+    /* (hold[q] is set by a test thread: relaxed atomics) */
+    if (q >= TOYDEV_QUEUES || !__atomic_load_n(&t->hold[q], __ATOMIC_RELAXED) ||
+        t->held[q].vq != NULL) {
+        return false;
+    }
+    __atomic_store_n(&t->hold[q], false, __ATOMIC_RELAXED);
+    t->held[q].t = t;
+    t->held[q].e = *e;
+    memcpy(t->held[q].iov, e->iov, sizeof(t->held[q].iov));
+    t->held[q].e.iov = t->held[q].iov;
+    /* Release: the record before a test thread sees it held. */
+    __atomic_store_n(&t->held[q].vq, vq, __ATOMIC_RELEASE);
+    return true;
+}
+
 static void toydev_queue(void *opaque, aiol_vhost_vq *vq)
 {
     toydev *t = opaque;
     struct iovec iov[64];
     uint8_t data[4096];
+    unsigned q = aiol_vhost_vq_index_get(vq);
 
-    t->queue_calls++;
+    bump(&t->queue_calls);
+    if (q < TOYDEV_QUEUES) {
+        __atomic_store_n(&t->thread[q], pthread_self(), __ATOMIC_RELAXED);
+    }
     for (;;) {
         aiol_vhost_elem e = { .iov = iov, .iov_cap = 64 };
         size_t n = 0;
@@ -87,6 +116,9 @@ static void toydev_queue(void *opaque, aiol_vhost_vq *vq)
                 t->last_err = r;
             }
             break;
+        }
+        if (hold(t, vq, &e)) {
+            continue;
         }
         for (unsigned i = 0; i < e.out_num; i++) {
             size_t l = iov[i].iov_len;
@@ -110,18 +142,44 @@ static void toydev_queue(void *opaque, aiol_vhost_vq *vq)
             put(&e, 4, data, (size_t)room);
             wrote += (uint32_t)room;
         }
+        bump(&t->handled);
         aiol_vhost_vq_push(vq, &e, wrote);
-        t->handled++;
     }
     aiol_vhost_vq_notify(vq);
+}
+
+void toydev_release(void *held)
+{
+    toydev_held *h = held;
+    aiol_vhost_vq *vq = h->vq;
+
+    if (vq != NULL) {
+        h->vq = NULL;
+        bump(&h->t->handled);
+        aiol_vhost_vq_push(vq, &h->e, 0);
+        aiol_vhost_vq_notify(vq);
+    }
 }
 
 static void toydev_stop(void *opaque, aiol_vhost_vq *vq)
 {
     toydev *t = opaque;
+    unsigned q = aiol_vhost_vq_index_get(vq);
 
-    (void)vq;
-    t->stops++;
+    bump(&t->stops);
+    if (q < TOYDEV_QUEUES) {
+        toydev_release(&t->held[q]);
+        __atomic_store_n(&t->stop_thread[q], pthread_self(), __ATOMIC_RELAXED);
+    }
+}
+
+static void toydev_drain_queue(void *opaque, aiol_vhost_vq *vq)
+{
+    unsigned q = aiol_vhost_vq_index_get(vq);
+
+    if (q < TOYDEV_QUEUES) {
+        toydev_release(&((toydev *)opaque)->held[q]);
+    }
 }
 
 static void toydev_connection(void *opaque, bool up)
@@ -135,11 +193,16 @@ static void toydev_connection(void *opaque, bool up)
     }
 }
 
-const aiol_vhost_dev_ops toydev_ops = {
-    .get_features = toydev_features,
-    .get_config = toydev_get_config,
-    .set_config = toydev_set_config,
-    .queue = toydev_queue,
-    .queue_stop = toydev_stop,
-    .connection = toydev_connection,
+/* (the callbacks both ops tables share) */
+#define TOYDEV_CALLBACKS                                                     \
+    .get_features = toydev_features, .get_config = toydev_get_config,        \
+    .set_config = toydev_set_config, .queue = toydev_queue,                  \
+    .queue_stop = toydev_stop, .connection = toydev_connection,              \
+    .drain_queue = toydev_drain_queue
+
+const aiol_vhost_dev_ops toydev_ops = { TOYDEV_CALLBACKS };
+
+const aiol_vhost_dev_ops toydev_mt_ops = {
+    TOYDEV_CALLBACKS,
+    .flags = AIOL_VHOST_DEV_QUEUE_THREADS,
 };

@@ -13,6 +13,13 @@
  * per batch.  Before a ring stops, guest memory is replaced or the device
  * is freed, every request in flight completes.
  *
+ * Queues on several threads: the device declares
+ * AIOL_VHOST_DEV_QUEUE_THREADS, so aiol_vhost_dev_queue_loop_set() on
+ * aiol_vhost_blk_dev_get() may serve each queue on another thread's loop.
+ * Each loop that serves queues gets its own engine (its own ring, Linux
+ * AIO context or worker pool, started when the first queue moves there)
+ * and its requests run and complete on that thread.
+ *
  * An image opened with O_DIRECT is served with O_DIRECT: a request whose
  * guest buffers are not aligned as the file needs goes through an
  * aligned bounce buffer, and one whose offset or length is not aligned
@@ -78,7 +85,7 @@ typedef struct aiol_vhost_blk_opts {
                                  to it complete with VIRTIO_BLK_S_IOERR */
 } aiol_vhost_blk_opts;
 
-/** What the device did (loop's thread). */
+/** What the device did. */
 typedef struct aiol_vhost_blk_stats {
     /** @{ */
     /** requests served, by type (in, out, flush, discard, get_id) */
@@ -120,7 +127,11 @@ int aiol_vhost_blk_new(aiol_loop *loop, int fd,
  */
 aiol_vhost_dev *aiol_vhost_blk_dev_get(aiol_vhost_blk *blk);
 
-/** Copies the device's counters into @p out. */
+/**
+ * Copies the device's counters, summed over the loops serving its queues,
+ * into @p out.  The device's loop thread (the other loops are paused
+ * while their counters are read), not from the device's callbacks.
+ */
 void aiol_vhost_blk_stats_get(const aiol_vhost_blk *blk,
                               aiol_vhost_blk_stats *out);
 

@@ -129,8 +129,21 @@ typedef struct aiol_vhost_dev aiol_vhost_dev;
 typedef struct aiol_vhost_vq aiol_vhost_vq;
 
 /**
+ * aiol_vhost_dev_ops.flags: the device's queues may be served on other
+ * loops than the device's own, each on its own thread
+ * (aiol_vhost_dev_queue_loop_set()).  The device's queue, queue_stop and
+ * drain_queue callbacks for a queue then run on that queue's loop thread,
+ * concurrently with those of queues on other loops; the rest of its
+ * callbacks stay on the device's loop thread, while every other loop
+ * serving its queues is paused.
+ */
+#define AIOL_VHOST_DEV_QUEUE_THREADS 1u
+
+/**
  * What a device implements.  Every member but queue may be NULL.  Called
- * on the loop's thread from inside aiol_loop_poll().
+ * from inside aiol_loop_poll(): on the device's loop thread, or for a
+ * queue served on another loop (AIOL_VHOST_DEV_QUEUE_THREADS), the
+ * per-queue callbacks on that loop's thread.
  */
 typedef struct aiol_vhost_dev_ops {
     /** The device's own feature bits to offer (the library adds
@@ -159,6 +172,18 @@ typedef struct aiol_vhost_dev_ops {
     void (*drain)(void *opaque);
     /** The frontend connected (true) or the connection was dropped. */
     void (*connection)(void *opaque, bool connected);
+    /** AIOL_VHOST_DEV_QUEUE_THREADS or 0. */
+    unsigned flags;
+    /** Guest memory is about to be replaced while chains of @p vq are
+     *  popped: push them before returning (on @p vq's loop thread).
+     *  Used instead of drain when set; required with
+     *  AIOL_VHOST_DEV_QUEUE_THREADS. */
+    void (*drain_queue)(void *opaque, aiol_vhost_vq *vq);
+    /** @p vq is about to be served on @p loop (device's loop thread,
+     *  nothing of @p vq in flight): prepare what the device needs there
+     *  (its I/O engine on that loop).  Return 0, or a negative errno to
+     *  refuse the move.  NULL: every loop is fine. */
+    int (*queue_loop)(void *opaque, aiol_vhost_vq *vq, aiol_loop *loop);
 } aiol_vhost_dev_ops;
 
 /** Counters of a device (the polling thread's view). */
@@ -349,9 +374,39 @@ bool aiol_vhost_vq_is_running(const aiol_vhost_vq *vq);
  */
 bool aiol_vhost_vq_is_broken(const aiol_vhost_vq *vq);
 
-/** Copies the queue's counters into @p out. */
+/** Copies the queue's counters into @p out.  Its loop's thread or the
+ *  device's (read as relaxed atomics: each counter is exact, the set
+ *  may be a moment apart). */
 void aiol_vhost_vq_stats_get(const aiol_vhost_vq *vq,
                              aiol_vhost_vq_stats *out);
+
+/**
+ * The loop that serves @p vq: the device's, or the one
+ * aiol_vhost_dev_queue_loop_set() gave it.
+ * @return the loop; never NULL.
+ */
+aiol_loop *aiol_vhost_vq_loop_get(const aiol_vhost_vq *vq);
+
+/**
+ * Serves queue @p index on @p loop from now on: its kick handler and
+ * busy polling, and the device's callbacks for it, run on @p loop's
+ * thread, which must poll @p loop (an aiol_iothread's loop, say) for as
+ * long as the queue is served there.  Messages from the frontend are
+ * still read and handled on the device's loop: before one is handled,
+ * every other loop serving the device's queues is paused (its thread
+ * waits in a bottom half) and what a message does to such a queue (stop
+ * it, complete what it popped) runs on that queue's thread.  @p loop may
+ * be the device's own loop (the queue comes back).  A queue that runs
+ * moves too, between two of its chains.  Device's loop thread; not from
+ * the device's callbacks.
+ * @return 0; -ENOTSUP when the device did not set
+ *         AIOL_VHOST_DEV_QUEUE_THREADS; -EBUSY while chains of the queue
+ *         are popped and not pushed (nothing changes: move it when it is
+ *         idle); -ENOMEM; the device's queue_loop refusal; an error
+ *         watching the kick fd on @p loop (the queue stays where it was).
+ */
+int aiol_vhost_dev_queue_loop_set(aiol_vhost_dev *dev, unsigned index,
+                                  aiol_loop *loop);
 
 #pragma GCC visibility pop
 
