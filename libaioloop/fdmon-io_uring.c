@@ -385,6 +385,20 @@ bool aiol__uring_cqe_ends_spin(aiol_loop *loop, aiol__uring_state *s,
     return node != NULL && !node->poll_started;
 }
 
+void aiol__uring_poll_redo(aiol_loop *loop, aiol__uring_state *s, int fd)
+{
+    aiol__assert_locked(loop);
+    if ((size_t)fd < s->nfds && (s->fds[fd].armed & ARM_MULTISHOT)) {
+        /*
+         * Its event was reaped and not dispatched.  A multishot poll
+         * reports edges, so that one is gone; a new poll reports the
+         * level when it is armed (the next flush).
+         */
+        poll_cancel(loop, s, fd);
+        mark_dirty(s, fd);
+    }
+}
+
 void aiol__uring_polls_rearm(aiol_loop *loop, aiol__uring_state *s)
 {
     aiol__assert_locked(loop);

@@ -108,6 +108,13 @@ int aiol__uring_cqes_reap(aiol_loop *loop, aiol__uring_state *s,
  */
 void aiol__uring_polls_rearm(aiol_loop *loop, aiol__uring_state *s);
 /*
+ * Under loop->lock.  @fd's readiness was reaped and will not be
+ * dispatched (aiol_uring_drain()): a single-shot poll is re-armed by the
+ * next flush anyway; a multishot one is cancelled and armed anew, or its
+ * event would never be reported again.
+ */
+void aiol__uring_poll_redo(aiol_loop *loop, aiol__uring_state *s, int fd);
+/*
  * Under loop->lock; while busy polling.  Whether @cqe is work the spin
  * cannot see: a request's completion, or readiness of a handler whose
  * poll callback is not spinning in this window.  Readiness of one that

@@ -131,7 +131,9 @@ unsigned aiol__uring_pending(aiol_loop *loop)
  * Waits until no request is in flight, running only their completion
  * callbacks (which may submit more: waited for too).  Poll completions
  * reaped meanwhile are not dispatched; their fds are re-armed by the next
- * flush and, being level-triggered, report again.  Polling thread.
+ * flush and report again: a single-shot poll re-checks the level when it
+ * is armed, and a multishot one, which would not, is armed anew
+ * (aiol__uring_poll_redo()).  Polling thread.
  */
 static void drain_requests(aiol_loop *loop, aiol__uring_state *s)
 {
@@ -147,11 +149,13 @@ static void drain_requests(aiol_loop *loop, aiol__uring_state *s)
         }
         aiol__lock(loop);
         (void)aiol__uring_cqes_reap(loop, s, &unused);
-        aiol__unlock(loop);
         while (!AIOL_LIST_EMPTY(&unused)) {
             aiol__handler *node = AIOL_LIST_FIRST(&unused);
+
             AIOL_LIST_REMOVE(node, node_ready);
+            aiol__uring_poll_redo(loop, s, node->fd);
         }
+        aiol__unlock(loop);
         aiol__uring_reqs_dispatch(loop); /* (frees room in s->done) */
     }
 }
