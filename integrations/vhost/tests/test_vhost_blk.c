@@ -4,7 +4,10 @@
  * driven by the test frontend: data round trips through split headers
  * and split data, flush, get-id, discard, write zeroes, and a guest's
  * bad requests, each answered with a status and followed by a request
- * that works.
+ * that works.  With VBLK_QUEUE_THREAD=1 in the environment, both queues
+ * are served on an aiol_iothread (the device's messages stay on the
+ * test's loop), so every test runs with the I/O on another thread, and
+ * ring stops, memory tables and disconnects reach it there.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -19,6 +22,7 @@
 
 #include <linux/virtio_blk.h>
 
+#include "aioloop/iothread.h"
 #include "aioloop/vhost-blk.h"
 #include "vblk.h"
 #include "fixture.h"
@@ -27,6 +31,7 @@
 
 typedef struct bt {
     aiol_loop *loop;
+    aiol_iothread *io;    /* VBLK_QUEUE_THREAD=1: serves the queues */
     aiol_vhost_blk *blk;
     vfe f;
     int fd;
@@ -54,6 +59,15 @@ static void bt_start(bt *t, bool read_only)
     assert_int_equal(ftruncate(t->fd, IMG_SECTORS * 512 + 100), 0);
     assert_int_equal(aiol_loop_new(&t->loop, NULL), 0);
     assert_int_equal(aiol_vhost_blk_new(t->loop, t->fd, &o, &t->blk), 0);
+    if (getenv("VBLK_QUEUE_THREAD") != NULL) {
+        aiol_vhost_dev *dev = aiol_vhost_blk_dev_get(t->blk);
+
+        assert_int_equal(aiol_iothread_new(NULL, &t->io), 0);
+        for (unsigned q = 0; q < 2; q++) {
+            assert_int_equal(aiol_vhost_dev_queue_loop_set(
+                                 dev, q, aiol_iothread_loop_get(t->io)), 0);
+        }
+    }
     assert_int_equal(aiol_vhost_dev_listen(aiol_vhost_blk_dev_get(t->blk),
                                            t->path), 0);
     assert_int_equal(vfe_connect(&t->f, t->path, bt_pump, t), 0);
@@ -68,6 +82,7 @@ static void bt_stop(bt *t)
 {
     vfe_close(&t->f);
     aiol_vhost_blk_free(t->blk);
+    aiol_iothread_free(t->io); /* (after the device: no queue there now) */
     aiol_loop_free(t->loop);
     close(t->fd);
     unlink(t->img);

@@ -41,6 +41,7 @@ typedef struct dt {
     pid_t pid;
     int out;              /* the daemon's stdout and stderr */
     char dir[64], sock[96], img[96];
+    char listening[512];  /* the first thing it printed (dt_exec()) */
     vfe f;
 } dt;
 
@@ -88,6 +89,7 @@ static void dt_exec(dt *t, const char *const *argv, bool wait)
     assert_true(got > 0);
     line[got] = '\0';
     assert_non_null(strstr(line, "listening on"));
+    memcpy(t->listening, line, (size_t)got + 1);
 }
 
 static void dt_pump(void *opaque)
@@ -567,6 +569,85 @@ static void test_daemon_socket_activation(void **state)
     dt_cleanup(&t);
 }
 
+/*
+ * --threads 2: queue 1 on a second loop thread, with an I/O engine of its
+ * own; every engine, on epoll and io_uring.  The data goes through both
+ * queues, and a frontend that goes and one that comes are served.
+ */
+static void test_daemon_threads(void **state)
+{
+    static const char *const engines[][6] = {
+        { "--aio", "threads", "--fdmon", "epoll" },
+        { "--aio", "io_uring", "--fdmon", "io_uring" },
+        { "--aio", "io_uring", "--fdmon", "epoll" },
+        { "--aio", "native", "--direct", "--fdmon", "epoll" },
+    };
+
+    (void)state;
+    for (unsigned i = 0; i < sizeof(engines) / sizeof(engines[0]); i++) {
+        const char *extra[12] = { "--num-queues", "2", "--threads", "2" };
+        uint8_t w[8 * SEC], w2[8 * SEC];
+        unsigned n = 4;
+        dt t;
+
+        for (unsigned k = 0; engines[i][k] != NULL; k++) {
+            extra[n++] = engines[i][k];
+        }
+        dt_spawn(&t, IMG_SECTORS, extra);
+        assert_non_null(strstr(t.listening, "(2 queues, "));
+        assert_non_null(strstr(t.listening, ", 2 threads)"));
+        dt_session(&t);
+        dt_write_read(&t, 16, w, sizeof(w));
+        vfe_close(&t.f);
+        dt_session(&t);
+        dt_write_read(&t, 24, w2, sizeof(w2));
+        vfe_close(&t.f);
+        assert_int_equal(kill(t.pid, SIGTERM), 0);
+        dt_expect_exit(&t, 0, "Terminated; 2 reads, 2 writes");
+        assert_file_holds(&t, 16, w, sizeof(w));
+        assert_file_holds(&t, 24, w2, sizeof(w2));
+        dt_cleanup(&t);
+    }
+}
+
+/* qsd's iothreads: --object iothread, and an export's iothread list
+ * (queue q on the (q mod count)th). */
+static void test_daemon_qsd_iothreads(void **state)
+{
+    char bd[256], ex[320];
+    const char *argv[12];
+    uint8_t w[8 * SEC];
+    int n = 0;
+    dt t;
+
+    (void)state;
+    dt_prepare(&t, IMG_SECTORS);
+    snprintf(bd, sizeof(bd), "driver=file,node-name=disk0,filename=%s,"
+             "aio=io_uring", t.img);
+    snprintf(ex, sizeof(ex), "type=vhost-user-blk,id=e0,node-name=disk0,"
+             "addr.type=unix,addr.path=%s,writable=on,num-queues=2,"
+             "iothread.0=io0,iothread.1=io1", t.sock);
+    argv[n++] = daemon_path;
+    argv[n++] = "--object";
+    argv[n++] = "iothread,id=io0";
+    argv[n++] = "--object";
+    argv[n++] = "qom-type=iothread,id=io1,poll-max-ns=10000";
+    argv[n++] = "--blockdev";
+    argv[n++] = bd;
+    argv[n++] = "--export";
+    argv[n++] = ex;
+    argv[n] = NULL;
+    dt_exec(&t, argv, true);
+    assert_non_null(strstr(t.listening, ", 2 threads)"));
+    dt_session(&t);
+    dt_write_read(&t, 8, w, sizeof(w));
+    vfe_close(&t.f);
+    assert_int_equal(kill(t.pid, SIGTERM), 0);
+    dt_expect_exit(&t, 0, "Terminated; 1 reads, 1 writes");
+    assert_file_holds(&t, 8, w, sizeof(w));
+    dt_cleanup(&t);
+}
+
 /* What qemu-storage-daemon's form gets wrong exits 1 (as qsd) with one
  * line naming the option or parameter. */
 static void test_daemon_qsd_form_errors(void **state)
@@ -593,6 +674,14 @@ static void test_daemon_qsd_form_errors(void **state)
                       "addr.path=/tmp/x,num-queues=0%s",
           "parameter 'num-queues' expects 1..64" },
         { "--monitor", "stdio%s", "option '--monitor' is not supported" },
+        { "--object", "secret,id=s0,data=x%s",
+          "only iothread objects are served, not 'secret'" },
+        { "--object", "iothread%s", "parameter 'id' is missing" },
+        { "--object", "iothread,id=io0,poll-max-ns=-1%s",
+          "parameter 'poll-max-ns' expects 0..1000000000" },
+        { "--export", "type=vhost-user-blk,id=e,node-name=n,addr.type=unix,"
+                      "addr.path=/tmp/x,iothread=io9%s",
+          "no iothread named 'io9'" },
     };
 
     (void)state;
@@ -691,6 +780,8 @@ int main(int argc, char **argv)
         cmocka_unit_test(test_daemon_socket_activation),
         cmocka_unit_test(test_daemon_help_and_version_anywhere),
         cmocka_unit_test(test_daemon_qsd_form_errors),
+        cmocka_unit_test(test_daemon_threads),
+        cmocka_unit_test(test_daemon_qsd_iothreads),
         cmocka_unit_test(test_daemon_bad_arguments),
     };
 

@@ -8,8 +8,9 @@
  *
  * Serves raw images or block devices as vhost-user-blk devices, each to
  * one frontend at a time (QEMU's `-chardev socket,path=PATH,id=c0 -device
- * vhost-user-blk-pci,chardev=c0`), on one loop thread; the I/O runs on
- * each node's engine (aio=), never on the loop's thread.  The command
+ * vhost-user-blk-pci,chardev=c0`), on one loop thread or, with --threads
+ * or iothreads, each queue on one of several (threads.c); the I/O runs
+ * on each node's engine (aio=), never on a loop's thread.  The command
  * line is qemu-storage-daemon's for this export, or a short form for one
  * export (cli.c; --help lists both).  A frontend that goes leaves the
  * export listening for the next one, as qsd does, unless
@@ -116,6 +117,26 @@ static int open_nodes(vd_config *c)
     return 0;
 }
 
+/* How many loop threads serve @e's queues. */
+static unsigned threads_of(daemon_t *d, const vd_export *e)
+{
+    aiol_loop *seen[VD_MAX_THREADS];
+    unsigned n = 0;
+
+    for (unsigned q = 0; q < e->num_queues; q++) {
+        aiol_loop *loop = vd_queue_loop(&d->cfg, e, q, d->loop);
+        unsigned k = 0;
+
+        while (k < n && seen[k] != loop) {
+            k++;
+        }
+        if (k == n && n < VD_MAX_THREADS) {
+            seen[n++] = loop;
+        }
+    }
+    return n;
+}
+
 /* Starts export @e: its device, listening; 0 or -1 (said why). */
 static int start_export(daemon_t *d, vd_export *e)
 {
@@ -134,6 +155,16 @@ static int start_export(daemon_t *d, vd_export *e)
         return -1;
     }
     dev = aiol_vhost_blk_dev_get(e->blk);
+    for (unsigned q = 0; q < e->num_queues; q++) {
+        aiol_loop *loop = vd_queue_loop(&d->cfg, e, q, d->loop);
+
+        if (loop != d->loop &&
+            (r = aiol_vhost_dev_queue_loop_set(dev, q, loop)) < 0) {
+            say("error", "export '%s': queue %u on its iothread: %s", e->id,
+                q, strerror(-r));
+            return -1;
+        }
+    }
     r = e->path != NULL ? aiol_vhost_dev_listen(dev, e->path)
                         : aiol_vhost_dev_listen_fd(dev, e->fd);
     if (r < 0) {
@@ -150,8 +181,9 @@ static int start_export(daemon_t *d, vd_export *e)
     } else {
         printf(PROG ": listening on fd %d", e->fd);
     }
-    printf(" (%u queues%s, %s)\n", e->num_queues,
-           e->writable ? "" : ", read-only", aiol_loop_fdmon_get(d->loop));
+    printf(" (%u queues%s, %s, %u threads)\n", e->num_queues,
+           e->writable ? "" : ", read-only", aiol_loop_fdmon_get(d->loop),
+           threads_of(d, e));
     return 0;
 }
 
@@ -323,6 +355,9 @@ int main(int argc, char **argv)
     if (r == 0) {
         r = aiol_fd_set(d.loop, d.sigfd, on_signal, NULL, NULL, &d);
     }
+    if (r == 0) {
+        r = vd_threads_start(c);
+    }
     for (unsigned i = 0; r == 0 && i < c->nexports; i++) {
         r = start_export(&d, &c->exports[i]);
     }
@@ -331,6 +366,7 @@ int main(int argc, char **argv)
     }
     if (r < 0) {
         (void)shut_down(&d, &sum);
+        vd_threads_stop(c);
         return setup_fail;
     }
     fflush(stdout);
@@ -345,6 +381,7 @@ int main(int argc, char **argv)
     }
 
     rc = shut_down(&d, &sum);
+    vd_threads_stop(c); /* (every device is freed: no queue runs there) */
     aiol_fd_remove(d.loop, d.sigfd);
     close(d.sigfd);
     aiol_loop_free(d.loop);

@@ -7,7 +7,9 @@
  *              io_uring][,cache.direct=on|off][,read-only=on|off]
  *   --export type=vhost-user-blk,id=I,node-name=N,addr.type=unix,
  *            addr.path=P | addr.type=fd,addr.str=FD[,writable=on|off]
- *            [,num-queues=Q][,logical-block-size=S]
+ *            [,num-queues=Q][,logical-block-size=S][,iothread=T |
+ *            ,iothread.0=T0,iothread.1=T1...]
+ *   --object iothread,id=T[,poll-max-ns=N]
  * repeated for several exports, parsed as qsd's key=value lists: a
  * doubled comma is a comma in a value.  The short form (--socket or --fd,
  * --file, ...) makes one node and one export of the same records.  What
@@ -296,6 +298,113 @@ static int parse_addr(kv *v, int n, vd_export *e)
 }
 
 /* One --export. */
+static vd_iothread *iothread_find(vd_config *c, const char *id)
+{
+    for (unsigned i = 0; i < c->niothreads; i++) {
+        if (strcmp(c->iothreads[i].id, id) == 0) {
+            return &c->iothreads[i];
+        }
+    }
+    return NULL;
+}
+
+/* --object iothread,id=T[,poll-max-ns=N] (qsd's implicit qom-type key
+ * first); qsd's other object types are not served. */
+static int parse_object(vd_config *c, const char *s)
+{
+    static const char opt[] = "--object";
+    vd_iothread *t = &c->iothreads[c->niothreads];
+    kv v[KV_MAX];
+    char *buf = NULL, *full;
+    const char *bad, *x;
+    int n, rc = -1;
+
+    /* (the first item without '=' is the qom-type) */
+    if (s[strcspn(s, "=")] == '\0' || strcspn(s, ",") < strcspn(s, "=")) {
+        if (asprintf(&full, "qom-type=%s", s) < 0) {
+            return -1;
+        }
+    } else if ((full = strdup(s)) == NULL) {
+        return -1;
+    }
+    n = kv_split(full, &buf, v, &bad);
+    free(full);
+    if (n < 0) {
+        fprintf(stderr, PROG ": %s: '%s' is not key=value\n", opt, bad);
+        goto out;
+    }
+    if ((x = kv_get(v, n, "qom-type")) == NULL || strcmp(x, "iothread") != 0) {
+        fprintf(stderr, PROG ": %s: only iothread objects are served, not "
+                        "'%s'\n", opt, x != NULL ? x : "");
+        goto out;
+    }
+    *t = (vd_iothread){ .id = NULL };
+    if ((x = kv_get(v, n, "id")) == NULL) {
+        missing(opt, "id");
+        goto out;
+    }
+    if (iothread_find(c, x) != NULL || c->niothreads == VD_MAX) {
+        fprintf(stderr, PROG ": %s: iothread '%s' is defined twice, or "
+                        "there are more than %d\n", opt, x, VD_MAX);
+        goto out;
+    }
+    if ((x = kv_get(v, n, "poll-max-ns")) != NULL) {
+        if (!parse_uint(x, 0, 1000000000u, &t->poll_max_ns)) {
+            bad_value(opt, "poll-max-ns", x, "0..1000000000");
+            goto out;
+        }
+        t->poll_set = true;
+    }
+    if ((x = kv_unused(v, n)) != NULL) {
+        unsupported(opt, x);
+        goto out;
+    }
+    if ((t->id = strdup(kv_get(v, n, "id"))) == NULL) {
+        goto out;
+    }
+    c->niothreads++;
+    rc = 0;
+out:
+    free(buf);
+    return rc;
+}
+
+/* An export's iothread=T, or the list iothread.0=T0,iothread.1=T1...
+ * (named by --object iothread before it). */
+static int parse_export_iothreads(vd_config *c, kv *v, int n, vd_export *e)
+{
+    static const char opt[] = "--export";
+    const char *x = kv_get(v, n, "iothread");
+    char key[32];
+
+    if (x != NULL) {
+        if ((e->iothreads[0] = iothread_find(c, x)) == NULL) {
+            goto unknown;
+        }
+        e->niothreads = 1;
+    }
+    for (unsigned i = 0; i < VD_MAX_THREADS; i++) {
+        snprintf(key, sizeof(key), "iothread.%u", i);
+        if ((x = kv_get(v, n, key)) == NULL) {
+            break;
+        }
+        if (i == 0 && e->niothreads > 0) {
+            fprintf(stderr, PROG ": %s: iothread and iothread.0 both given\n",
+                    opt);
+            return -1;
+        }
+        if ((e->iothreads[i] = iothread_find(c, x)) == NULL) {
+            goto unknown;
+        }
+        e->niothreads = i + 1;
+    }
+    return 0;
+unknown:
+    fprintf(stderr, PROG ": %s: no iothread named '%s' (--object iothread,"
+                    "id=%s comes first)\n", opt, x, x);
+    return -1;
+}
+
 static int parse_export(vd_config *c, const char *s)
 {
     static const char opt[] = "--export";
@@ -357,6 +466,9 @@ static int parse_export(vd_config *c, const char *s)
                   "a power of two from 512 to 65536");
         goto out;
     }
+    if (parse_export_iothreads(c, v, n, e) < 0) {
+        goto out;
+    }
     if ((x = kv_unused(v, n)) != NULL) {
         unsupported(opt, x);
         goto out;
@@ -388,14 +500,17 @@ static void usage(FILE *to)
 "       " PROG " --blockdev NODE --export EXPORT [--blockdev ... --export ...]\n"
 "\n"
 "Serves raw images or block devices as vhost-user-blk devices, each to one\n"
-"frontend at a time (QEMU's vhost-user-blk-pci), on one loop thread.\n"
+"frontend at a time (QEMU's vhost-user-blk-pci), on one loop thread or,\n"
+"with --threads or iothreads, each queue on one of several.\n"
 "\n"
 "qemu-storage-daemon's form (repeatable; exit status 1 on a bad one):\n"
 "  --blockdev driver=file,node-name=N,filename=F[,aio=threads|native|io_uring]\n"
 "             [,cache.direct=on|off][,read-only=on|off]\n"
 "  --export type=vhost-user-blk,id=I,node-name=N,addr.type=unix,addr.path=P\n"
 "           | ...,addr.type=fd,addr.str=FD [,writable=on|off][,num-queues=Q]\n"
-"           [,logical-block-size=S]\n"
+"           [,logical-block-size=S][,iothread=T | ,iothread.0=T0,iothread.1=T1...]\n"
+"           (queue q runs on the (q mod count)th iothread)\n"
+"  --object iothread,id=T[,poll-max-ns=N]   a loop thread for exports' queues\n"
 "\n"
 "The short form (one export; exit status 2 on a bad one):\n"
 "  -s, --socket PATH      listen on the unix socket PATH\n"
@@ -410,6 +525,9 @@ static void usage(FILE *to)
 "\n"
 "Both forms:\n"
 "  -m, --fdmon NAME       the loop's fd monitor: epoll, io_uring or poll\n"
+"  -t, --threads N        spread each export's queues over N loop threads,\n"
+"                         the first the one that reads the frontends'\n"
+"                         messages (default 1; an export's iothread= wins)\n"
 "  -P, --poll-max-ns NS   busy-poll the rings and completions for up to NS\n"
 "                         ns before sleeping, adaptively (default 0: off)\n"
 "  -x, --exit-on-disconnect  exit once every export's frontend has gone\n"
@@ -494,6 +612,7 @@ int vd_parse(int argc, char **argv, vd_config *c)
         { "direct", no_argument, NULL, 'd' },
         { "fdmon", required_argument, NULL, 'm' },
         { "poll-max-ns", required_argument, NULL, 'P' },
+        { "threads", required_argument, NULL, 't' },
         { "exit-on-disconnect", no_argument, NULL, 'x' },
         { "pidfile", required_argument, NULL, 'p' },
         { "daemonize", no_argument, NULL, 'D' },
@@ -504,7 +623,7 @@ int vd_parse(int argc, char **argv, vd_config *c)
         { "chardev", required_argument, NULL, 'U' },
         { "monitor", required_argument, NULL, 'U' },
         { "nbd-server", required_argument, NULL, 'U' },
-        { "object", required_argument, NULL, 'U' },
+        { "object", required_argument, NULL, 'O' },
         { "trace", required_argument, NULL, 'U' },
         { NULL, 0, NULL, 0 },
     };
@@ -513,8 +632,9 @@ int vd_parse(int argc, char **argv, vd_config *c)
     int ch, idx;
 
     memset(c, 0, sizeof(*c));
+    c->threads = 1;
     opterr = 0;
-    while ((ch = getopt_long(argc, argv, "s:F:f:q:ri:a:dm:P:xp:DvVhT:", longopts,
+    while ((ch = getopt_long(argc, argv, "s:F:f:q:ri:a:dm:P:t:xp:DvVhT:", longopts,
                              &idx)) != -1) {
         switch (ch) {
         case 'B':
@@ -559,6 +679,19 @@ int vd_parse(int argc, char **argv, vd_config *c)
                 fprintf(stderr, PROG ": --poll-max-ns wants 0..1000000000, "
                                 "not '%s'\n", optarg);
                 return c->qsd_form ? 1 : 2;
+            }
+            break;
+        case 't':
+            if (!parse_uint(optarg, 1, VD_MAX_THREADS, &c->threads)) {
+                fprintf(stderr, PROG ": --threads wants 1..%d, not '%s'\n",
+                        VD_MAX_THREADS, optarg);
+                return c->qsd_form ? 1 : 2;
+            }
+            break;
+        case 'O':
+            c->qsd_form = true;
+            if (parse_object(c, optarg) < 0) {
+                return 1;
             }
             break;
         case 'x': c->exit_on_disconnect = true; break;
@@ -612,5 +745,8 @@ void vd_config_fini(vd_config *c)
         free(c->exports[i].id);
         free(c->exports[i].path);
         free(c->exports[i].serial);
+    }
+    for (unsigned i = 0; i < c->niothreads; i++) {
+        free(c->iothreads[i].id);
     }
 }

@@ -11,7 +11,16 @@
 
 #include "aioloop/vhost-blk.h"
 
-#define VD_MAX 32 /* block nodes, and exports, at most */
+#define VD_MAX 32 /* block nodes, exports and iothreads, at most */
+#define VD_MAX_THREADS 64 /* --threads */
+
+/* An --object iothread,id=I thread, or one of --threads' (threads.c). */
+typedef struct vd_iothread {
+    char *id;                  /* NULL for one of --threads' */
+    unsigned poll_max_ns;      /* its busy-poll window (poll-max-ns=) */
+    bool poll_set;             /* poll-max-ns= given; else --poll-max-ns */
+    struct aiol_iothread *thread; /* once started */
+} vd_iothread;
 
 /* A --blockdev driver=file,... node. */
 typedef struct vd_node {
@@ -33,6 +42,10 @@ typedef struct vd_export {
     unsigned num_queues;       /* num-queues=, default 1 */
     unsigned block_size;       /* logical-block-size=, default 512 */
     char *serial;              /* the short form's --serial, or NULL */
+    /* iothread=I or iothread.0=I,iothread.1=J...: queue q runs on
+       iothreads[q % niothreads]; none: --threads decides */
+    vd_iothread *iothreads[VD_MAX_THREADS];
+    unsigned niothreads;
     aiol_vhost_blk *blk;       /* the device, once started */
 } vd_export;
 
@@ -42,6 +55,11 @@ typedef struct vd_config {
     unsigned nnodes;
     vd_export exports[VD_MAX];
     unsigned nexports;
+    vd_iothread iothreads[VD_MAX]; /* --object iothread */
+    unsigned niothreads;
+    unsigned threads;          /* --threads: loop threads, default 1 */
+    vd_iothread extra[VD_MAX_THREADS]; /* --threads' own, beyond the
+                                          main thread; threads.c */
     bool qsd_form;             /* --blockdev/--export seen: errors exit 1 */
     const char *fdmon;
     unsigned poll_max_ns;    /* busy polling's longest window; 0: off */
@@ -64,5 +82,14 @@ int vd_parse(int argc, char **argv, vd_config *c);
 
 /* Frees what vd_parse() allocated. */
 void vd_config_fini(vd_config *c);
+
+/* threads.c.  Starts every iothread (--object, --threads) on the daemon's
+ * fd monitor with its busy-poll window; 0, or -1 having said why. */
+int vd_threads_start(vd_config *c);
+/* The loop that serves queue @q of @e (@main: the daemon's own). */
+aiol_loop *vd_queue_loop(vd_config *c, const vd_export *e, unsigned q,
+                         aiol_loop *main);
+/* Stops and frees them (after every device is freed). */
+void vd_threads_stop(vd_config *c);
 
 #endif
