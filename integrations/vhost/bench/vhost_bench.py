@@ -7,7 +7,7 @@ in the same run.
   vhost_bench.py --daemon BUILD/integrations/vhost/aioloop-vhost-blk \\
                  --bench BUILD/integrations/vhost/bench-vhost [--rounds 3]
                  [--seconds 2] [--storage shm,disk] [--disk-dir DIR]
-                 [--layouts on|off] [--json OUT]
+                 [--layouts on|off] [--threads on|off] [--json OUT]
 
 Storage: "shm", a 256 MiB raw image on /dev/shm, prefilled, so the page
 cache serves every request and the numbers are the backends' own cost;
@@ -32,6 +32,12 @@ without busy polling, on the /dev/shm image, each workload on split and
 on packed rings (bench-vhost --packed), interleaved; the table gives
 packed / split.  qemu-storage-daemon 7.2 offers no packed rings, so it
 has no row there.
+
+Loop threads (--threads, on by default): on the /dev/shm image, 2 and 4
+queues, ours with one loop thread and with two (--threads 2), against
+qsd with its export on its main loop and on an --object iothread (7.2
+runs all of an export's queues on one thread), each engine; the table
+gives each row against ours on one thread and against qsd's best.
 """
 import argparse
 import json
@@ -97,21 +103,28 @@ def wait_socket(path, proc, what, timeout=10):
 
 
 def start_backend(name, args, socks, imgs, queues):
-    """One process serving an export on each of @socks, image @imgs[i]."""
+    """One process serving an export on each of @socks, image @imgs[i].
+    ", 2 threads" in @name: ours with --threads 2; ", iothread": qsd's
+    exports on an --object iothread."""
     who, aio, direct, polled = parse(name)
+    iothread = ""
     if who == "aioloop":
         cmd = [args.daemon, "--fdmon",
                "io_uring" if aio == "io_uring" else "epoll"]
         cmd += ["--poll-max-ns", str(args.poll_max_ns)] if polled else []
+        cmd += ["--threads", "2"] if ", 2 threads" in name else []
     else:
         cmd = [shutil.which("qemu-storage-daemon")]
+        if ", iothread" in name:
+            cmd += ["--object", "iothread,id=io0"]
+            iothread = ",iothread=io0"
     for i, (sock, img) in enumerate(zip(socks, imgs)):
         cmd += ["--blockdev",
                 "driver=file,node-name=f%d,filename=%s,aio=%s,cache.direct=%s"
                 % (i, img, aio, "on" if direct else "off"),
                 "--export", "type=vhost-user-blk,id=e%d,node-name=f%d,"
-                "addr.type=unix,addr.path=%s,writable=on,num-queues=%d"
-                % (i, i, sock, queues)]
+                "addr.type=unix,addr.path=%s,writable=on,num-queues=%d%s"
+                % (i, i, sock, queues, iothread)]
     proc = subprocess.Popen(["timeout", "-k", "5", "120"] + cmd,
                             stdout=subprocess.DEVNULL,
                             stderr=subprocess.PIPE)
@@ -265,6 +278,66 @@ def print_layouts(res, med):
     return out
 
 
+# (name, bench-vhost arguments, queues) of the thread comparison
+THREAD_WORKLOADS = [
+    ("randread, 2 queues x depth 32", ["--depth", "32", "--queues", "2"], 2),
+    ("randread, 4 queues x depth 32", ["--depth", "32", "--queues", "4"], 4),
+    ("randwrite, 2 queues x depth 32",
+     ["--depth", "32", "--queues", "2", "--write"], 2),
+]
+THREAD_BACKENDS = ["aioloop io_uring", "aioloop io_uring, 2 threads",
+                   "aioloop threads", "aioloop threads, 2 threads",
+                   "qsd io_uring", "qsd io_uring, iothread",
+                   "qsd threads", "qsd threads, iothread"]
+
+
+def run_threads(args):
+    """Ours on one and two loop threads, qsd on its main loop and on an
+    iothread, on the /dev/shm image: {workload: {backend: runs}}."""
+    tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir="/dev/shm")
+    img = os.path.join(tmp, "disk0.img")
+    size = SIZES["shm"]
+    res = {w[0]: {b: [] for b in THREAD_BACKENDS} for w in THREAD_WORKLOADS}
+    try:
+        make_image(img, size)
+        for r in range(args.rounds):
+            for name, extra, queues in THREAD_WORKLOADS:
+                order = THREAD_BACKENDS if r % 2 == 0 else \
+                    THREAD_BACKENDS[::-1]
+                for b in order:
+                    res[name][b].append(run_one(args, tmp, [img], size, b,
+                                                extra, queues, False))
+            print("vhost_bench: threads: round %d of %d done"
+                  % (r + 1, args.rounds), file=sys.stderr)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    return res
+
+
+def print_threads(res, med):
+    """The thread table; returns its summary."""
+    print("\nloop threads (256 MiB image on /dev/shm):\n")
+    print("| workload | backend | kIOPS | p50 / p99 (us) | / its one thread "
+          "| / qsd's best |")
+    print("|---|---|---:|---|---:|---:|")
+    out = {}
+    for name, _, _ in THREAD_WORKLOADS:
+        rows = {b: {"iops": med(v, "iops"), "p50_us": med(v, "p50_us"),
+                    "p99_us": med(v, "p99_us"), "runs": v}
+                for b, v in res[name].items()}
+        out[name] = rows
+        qsd_best = max(r["iops"] for b, r in rows.items()
+                       if b.startswith("qsd"))
+        for b, row in rows.items():
+            one = b.replace(", 2 threads", "")
+            ratio = ("%.2f" % (row["iops"] / rows[one]["iops"])
+                     if one != b else "")
+            print("| %s | %s | %.1f | %d / %d | %s | %.2f |"
+                  % (name, b, row["iops"] / 1000, row["p50_us"],
+                     row["p99_us"], ratio, row["iops"] / qsd_best))
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
@@ -275,6 +348,7 @@ def main():
     ap.add_argument("--disk-dir", default="/var/tmp")
     ap.add_argument("--poll-max-ns", type=int, default=32768)
     ap.add_argument("--layouts", default="on", choices=["on", "off"])
+    ap.add_argument("--threads", default="on", choices=["on", "off"])
     ap.add_argument("--json")
     args = ap.parse_args()
     if shutil.which("qemu-storage-daemon") is None:
@@ -337,6 +411,8 @@ def main():
                          ours / theirs, "yes" if ours >= theirs else "no"))
     if args.layouts == "on":
         summary["layouts"] = print_layouts(run_layouts(args), med)
+    if args.threads == "on":
+        summary["threads"] = print_threads(run_threads(args), med)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)
