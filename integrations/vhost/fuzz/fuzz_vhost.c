@@ -5,7 +5,9 @@
  *
  * The harness plays an untrusted frontend.  Byte 0 picks the loop fd monitor
  * (fuzz.h: 0 poll, 1 epoll, 2 io_uring, where the device's I/O goes on the
- * ring); the rest is a list of frames, each [ctl u8][len u16 le][len
+ * ring; byte 0 at 3..5 also serves queue 0 on an aiol_iothread, so every
+ * message that touches it parks that thread: queue threads under
+ * hostile input); the rest is a list of frames, each [ctl u8][len u16 le][len
  * bytes], run in order against a blk device on a 1 MiB memfd image, served
  * over a socketpair:
  *
@@ -38,6 +40,7 @@
 #include <unistd.h>
 
 #include "aioloop/aioloop.h"
+#include "aioloop/iothread.h"
 #include "aioloop/vhost-blk.h"
 #include "fuzz.h"
 #include "vfe.h"
@@ -48,6 +51,7 @@
 
 typedef struct fz {
     aiol_loop *loop;
+    aiol_iothread *io;         /* serves queue 0 (byte 0 at 3..5), or NULL */
     aiol_vhost_blk *blk;
     int sock;                  /* the frontend's end */
     int ram, img;              /* memfds */
@@ -121,7 +125,7 @@ static void kick_all(fz *f)
     }
 }
 
-static int setup(fz *f, int fdmon)
+static int setup(fz *f, int fdmon, bool queue_thread)
 {
     aiol_vhost_blk_opts o = { .num_queues = 2, .serial = "fuzz" };
     int sv[2];
@@ -145,6 +149,14 @@ static int setup(fz *f, int fdmon)
     }
     if (aiol_vhost_blk_new(f->loop, f->img, &o, &f->blk) < 0 ||
         socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) < 0) {
+        return -1;
+    }
+    if (queue_thread &&
+        (aiol_iothread_new(fz_fdmon_name(fdmon), &f->io) < 0 ||
+         aiol_vhost_dev_queue_loop_set(aiol_vhost_blk_dev_get(f->blk), 0,
+                                       aiol_iothread_loop_get(f->io)) < 0)) {
+        close(sv[0]);
+        close(sv[1]);
         return -1;
     }
     f->sock = sv[0];
@@ -182,6 +194,7 @@ static void teardown(fz *f)
         }
         aiol_vhost_blk_free(f->blk);
     }
+    aiol_iothread_free(f->io); /* (after the device: no queue there now) */
     for (unsigned i = 0; i < f->nefd; i++) {
         close(f->efd[i]);
     }
@@ -204,7 +217,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (size < 1) {
         return 0;
     }
-    if (setup(&f, data[0]) == 0) {
+    if (setup(&f, data[0], (data[0] / 3) % 2 == 1) == 0) {
         size_t at = 1;
 
         while (at + 3 <= size &&

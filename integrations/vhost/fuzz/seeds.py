@@ -167,6 +167,10 @@ def main():
     for name, body in seeds.items():
         with open(os.path.join(out, name), "wb") as f:
             f.write(b"\x01" + body)  # byte 0: epoll (replay: every fd monitor)
+    # byte 0 at 3..5: queue 0 on an iothread (epoll, then io_uring)
+    for name, first in (("read-qthread", 4), ("packed-qthread", 5)):
+        with open(os.path.join(out, name), "wb") as f:
+            f.write(bytes([first]) + seeds[name.split("-qthread")[0]])
 
 
 if __name__ == "__main__":
