@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # guest-fio.sh [--rounds R] [--runtime S] [--storage shm,disk]
-#              [--disks "1 2"] [--disk-dir DIR] [--json OUT] [WORKDIR]
+#              [--disks "1 2"] [--set engines|rings] [--disk-dir DIR]
+#              [--json OUT] [WORKDIR]
 #
 # fio inside a Linux guest (4 KiB random reads at iodepth 32, O_DIRECT,
 # libaio) on one vhost-user-blk-pci disk, and on two at once, served by
@@ -15,6 +16,12 @@
 # images in the same run, interleaved, R rounds (default 3), medians;
 # with each, the backend's CPU time (user + system, all its threads) per
 # I/O, over fio's ramp and run (2 s + S of I/O at the measured rate).
+#
+# --set rings compares instead, on io_uring, one disk: ours on split and
+# on packed rings (packed=on), and with 2 queues (fio runs a job per
+# vCPU, so each queue carries I/O) on one loop thread and on two
+# (--threads 2), against qsd with 2 queues on its main loop and on an
+# iothread.
 # The guest runs on Debian's qemu-system-x86 7.2 with -accel tcg (this
 # machine's KVM runs no guest), which bounds the absolute numbers: read
 # the ratios.
@@ -28,11 +35,12 @@ set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../../qemu/guest-lib.sh"
-storage=shm,disk ndisks="1 2"
+storage=shm,disk ndisks="1 2" set=engines
 while [ $# -gt 0 ]; do
     case $1 in
         --storage) storage=$2; shift ;;
         --disks) ndisks=$2; shift ;;
+        --set) set=$2; shift ;;
         --*) guest_fio_opt "$1" "${2:-}" && shift || guest_arg guest-fio "$1" ;;
         *) guest_arg guest-fio "$1" ;;
     esac
@@ -81,22 +89,28 @@ for i in range(2):
 # leaves fio's JSON in $run/STORAGE.BACKEND.DISKS.ROUND.json
 one() {
     local storage=$1 backend=$2 disks=$3 round=$4 bpid tag i who aio direct
-    local dir=${imgdir[$storage]} cmd=() qargs=()
+    local dir=${imgdir[$storage]} cmd=() qargs=() queues=1 props= exopt=
     tag=$storage.${backend//[ ,]/-}.$disks.$round
     who=${backend%% *} aio=${backend#* } aio=${aio%%,*}
     direct=off
     case $backend in *direct) direct=on ;; esac
+    case $backend in *", 2 queues"*) queues=2 ;; esac
+    case $backend in *", packed"*) props=,packed=on ;; esac
     if [ "$who" = aioloop ]; then
         cmd=("$daemon" --fdmon "$([ "$aio" = io_uring ] && echo io_uring || echo epoll)")
+        case $backend in *", 2 threads"*) cmd+=(--threads 2) ;; esac
     else
         cmd=(qemu-storage-daemon)
+        case $backend in
+            *", iothread"*) cmd+=(--object iothread,id=io0); exopt=,iothread=io0 ;;
+        esac
     fi
     for ((i = 0; i < disks; i++)); do
         rm -f "$run/vhost$i.sock"
         cmd+=(--blockdev "driver=file,node-name=f$i,filename=$dir/disk$i.img,aio=$aio,cache.direct=$direct"
-              --export "type=vhost-user-blk,id=e$i,node-name=f$i,addr.type=unix,addr.path=$run/vhost$i.sock,writable=on,num-queues=1")
+              --export "type=vhost-user-blk,id=e$i,node-name=f$i,addr.type=unix,addr.path=$run/vhost$i.sock,writable=on,num-queues=$queues$exopt")
         qargs+=(-chardev "socket,id=vu$i,path=$run/vhost$i.sock"
-                -device "vhost-user-blk-pci,chardev=vu$i,num-queues=1")
+                -device "vhost-user-blk-pci,chardev=vu$i,num-queues=$queues$props")
     done
     if [ "$storage" = disk ]; then
         sync
@@ -111,7 +125,7 @@ one() {
     guest_spawn $((runtime + 120)) "$run/$tag.qemu.log" qemu-system-x86_64 \
         "${guest_qemu_args[@]}" -smp 2 -m 512 \
         -object memory-backend-memfd,id=mem,size=512M,share=on -numa node,memdev=mem \
-        -initrd "$initrd" -append "$guest_append fio_runtime=$runtime fio_disks=$disks" \
+        -initrd "$initrd" -append "$guest_append fio_runtime=$runtime fio_disks=$disks fio_jobs=$queues" \
         "${qargs[@]}" -serial "file:$run/$tag.console"
     # (the backend's CPU time, read before it exits: fields 14 and 15)
     local qpid=$guest_pid dpid
@@ -133,6 +147,15 @@ one() {
 backends=("aioloop threads" "aioloop io_uring" "aioloop native, direct"
           "aioloop io_uring, direct" "qsd threads" "qsd io_uring"
           "qsd native, direct" "qsd io_uring, direct")
+case $set in
+    engines) ;;
+    rings) backends=("aioloop io_uring" "aioloop io_uring, packed"
+                     "aioloop io_uring, 2 queues"
+                     "aioloop io_uring, 2 queues, 2 threads"
+                     "qsd io_uring, 2 queues" "qsd io_uring, 2 queues, iothread")
+           ndisks=1 ;;
+    *) echo "guest-fio: --set takes engines or rings, not $set" >&2; exit 2 ;;
+esac
 for s in ${storage//,/ }; do
     case $s in
         shm) imgdir[shm]=$run; make_images "$run" 256 ;;
@@ -189,7 +212,7 @@ for s in storages.split(","):
     for d, rows in res[s].items():
         for b in backends:
             q = "qsd" + b[len("aioloop"):] if b.startswith("aioloop") else None
-            ratio = "%.2f" % (rows[b]["iops"] / rows[q]["iops"]) if q else ""
+            ratio = "%.2f" % (rows[b]["iops"] / rows[q]["iops"]) if q in rows else ""
             print("| %s | %s | %.0f | %.0f | %.0f | %.1f | %s |" % (
                 d, b, rows[b]["iops"], rows[b]["p50_us"], rows[b]["p99_us"],
                 rows[b]["cpu_us_per_io"], ratio))
@@ -197,6 +220,8 @@ for s in storages.split(","):
     print("|---|---|---|---|---:|---|")
     for d, rows in res[s].items():
         for direct in (False, True):
+            if not any(b.endswith("direct") == direct for b in backends):
+                continue
             def best(who):
                 return max((rows[b]["iops"], b.split(" ", 1)[1].split(",")[0]) for b in backends
                            if b.startswith(who) and b.endswith("direct") == direct)

@@ -228,32 +228,43 @@ LAYOUT_WORKLOADS = [
 ]
 
 
-def run_layouts(args):
-    """Ours on split and packed rings: {workload: {backend: {layout: runs}}}."""
+def on_shm(args, what, cells):
+    """Runs every cell (workload, key, backend, bench-vhost arguments,
+    queues) once per round on one /dev/shm image, in alternating order:
+    {(workload, key): runs}."""
     tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir="/dev/shm")
     img = os.path.join(tmp, "disk0.img")
-    size = SIZES["shm"]
-    names = ["aioloop io_uring"]
-    if args.poll_max_ns > 0:
-        names.append("aioloop io_uring, poll")
-    res = {w[0]: {b: {"split": [], "packed": []} for b in names}
-           for w in LAYOUT_WORKLOADS}
+    res = {(c[0], c[1]): [] for c in cells}
     try:
-        make_image(img, size)
+        make_image(img, SIZES["shm"])
         for r in range(args.rounds):
-            for name, extra, queues in LAYOUT_WORKLOADS:
-                for b in names:
-                    order = ["split", "packed"]
-                    for layout in order if r % 2 == 0 else order[::-1]:
-                        more = ["--packed"] if layout == "packed" else []
-                        res[name][b][layout].append(
-                            run_one(args, tmp, [img], size, b, extra + more,
-                                    queues, False))
-            print("vhost_bench: layouts: round %d of %d done"
-                  % (r + 1, args.rounds), file=sys.stderr)
+            for name, key, b, extra, queues in (cells if r % 2 == 0
+                                                else cells[::-1]):
+                res[(name, key)].append(run_one(args, tmp, [img],
+                                                SIZES["shm"], b, extra,
+                                                queues, False))
+            print("vhost_bench: %s: round %d of %d done"
+                  % (what, r + 1, args.rounds), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return res
+
+
+def summary_row(runs, med):
+    return {"iops": med(runs, "iops"), "p50_us": med(runs, "p50_us"),
+            "p99_us": med(runs, "p99_us"), "runs": runs}
+
+
+def run_layouts(args):
+    """Ours on split and packed rings: {(workload, (backend, layout)): runs}."""
+    names = ["aioloop io_uring"]
+    if args.poll_max_ns > 0:
+        names.append("aioloop io_uring, poll")
+    return on_shm(args, "layouts", [
+        (name, (b, layout), b,
+         extra + (["--packed"] if layout == "packed" else []), queues)
+        for name, extra, queues in LAYOUT_WORKLOADS for b in names
+        for layout in ("split", "packed")])
 
 
 def print_layouts(res, med):
@@ -265,10 +276,9 @@ def print_layouts(res, med):
     out = {}
     for name, _, _ in LAYOUT_WORKLOADS:
         out[name] = {}
-        for b, by in res[name].items():
-            row = {k: {"iops": med(v, "iops"), "p50_us": med(v, "p50_us"),
-                       "p99_us": med(v, "p99_us"), "runs": v}
-                   for k, v in by.items()}
+        for b in sorted({k[1][0] for k in res if k[0] == name}):
+            row = {lay: summary_row(res[(name, (b, lay))], med)
+                   for lay in ("split", "packed")}
             out[name][b] = row
             sp, pk = row["split"], row["packed"]
             print("| %s | %s | %.1f | %.1f | %.2f | %d / %d | %d / %d |"
@@ -293,25 +303,10 @@ THREAD_BACKENDS = ["aioloop io_uring", "aioloop io_uring, 2 threads",
 
 def run_threads(args):
     """Ours on one and two loop threads, qsd on its main loop and on an
-    iothread, on the /dev/shm image: {workload: {backend: runs}}."""
-    tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir="/dev/shm")
-    img = os.path.join(tmp, "disk0.img")
-    size = SIZES["shm"]
-    res = {w[0]: {b: [] for b in THREAD_BACKENDS} for w in THREAD_WORKLOADS}
-    try:
-        make_image(img, size)
-        for r in range(args.rounds):
-            for name, extra, queues in THREAD_WORKLOADS:
-                order = THREAD_BACKENDS if r % 2 == 0 else \
-                    THREAD_BACKENDS[::-1]
-                for b in order:
-                    res[name][b].append(run_one(args, tmp, [img], size, b,
-                                                extra, queues, False))
-            print("vhost_bench: threads: round %d of %d done"
-                  % (r + 1, args.rounds), file=sys.stderr)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    return res
+    iothread: {(workload, backend): runs}."""
+    return on_shm(args, "threads", [
+        (name, b, b, extra, queues) for name, extra, queues in THREAD_WORKLOADS
+        for b in THREAD_BACKENDS])
 
 
 def print_threads(res, med):
@@ -322,9 +317,7 @@ def print_threads(res, med):
     print("|---|---|---:|---|---:|---:|")
     out = {}
     for name, _, _ in THREAD_WORKLOADS:
-        rows = {b: {"iops": med(v, "iops"), "p50_us": med(v, "p50_us"),
-                    "p99_us": med(v, "p99_us"), "runs": v}
-                for b, v in res[name].items()}
+        rows = {b: summary_row(res[(name, b)], med) for b in THREAD_BACKENDS}
         out[name] = rows
         qsd_best = max(r["iops"] for b, r in rows.items()
                        if b.startswith("qsd"))
