@@ -29,6 +29,7 @@
  * notify: the thread that schedules is the one that will poll.
  */
 #include <errno.h>
+#include <pthread.h>
 #include <stdlib.h>
 
 #include "internal.h"
@@ -228,6 +229,46 @@ int aiol_bh_schedule_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque)
     if (ret == 0) {
         bh_enqueue(bh, BH_SCHEDULED | BH_ONESHOT);
     }
+    return ret;
+}
+
+/* aiol_bh_schedule_wait()'s call, on the caller's stack until it is done. */
+typedef struct bh_call {
+    aiol_handler_fn *cb;
+    void *opaque;
+    bool done;               /* lock */
+    pthread_mutex_t lock;
+    pthread_cond_t cond;     /* done set */
+} bh_call;
+
+/* On the loop's thread: the call, then wakes its caller. */
+static void bh_call_run(void *opaque)
+{
+    bh_call *c = opaque;
+
+    c->cb(c->opaque);
+    pthread_mutex_lock(&c->lock);
+    c->done = true;
+    pthread_cond_signal(&c->cond);
+    pthread_mutex_unlock(&c->lock);
+}
+
+int aiol_bh_schedule_wait(aiol_loop *loop, aiol_handler_fn *cb, void *opaque)
+{
+    bh_call c = { .cb = cb, .opaque = opaque };
+    int ret;
+
+    aiol__check(loop != NULL && cb != NULL, "loop or callback is NULL");
+    pthread_mutex_init(&c.lock, NULL);
+    pthread_cond_init(&c.cond, NULL);
+    ret = aiol_bh_schedule_oneshot(loop, bh_call_run, &c);
+    pthread_mutex_lock(&c.lock);
+    while (ret == 0 && !c.done) {
+        pthread_cond_wait(&c.cond, &c.lock);
+    }
+    pthread_mutex_unlock(&c.lock);
+    pthread_cond_destroy(&c.cond);
+    pthread_mutex_destroy(&c.lock);
     return ret;
 }
 

@@ -339,6 +339,40 @@ static void test_iothread_fd_handlers_in_a_row(void **state)
     }
 }
 
+typedef struct on_thread {
+    pthread_t thread;
+    int runs;
+} on_thread;
+
+static void record_thread(void *opaque)
+{
+    on_thread *o = opaque;
+
+    o->thread = pthread_self();
+    o->runs++;
+}
+
+/*
+ * aiol_bh_schedule_wait() runs its callback on the iothread, and has when
+ * it returns: what the callback wrote is read here with no other sync
+ * (TSan checks the hand-over).
+ */
+static void test_iothread_schedule_wait(void **state)
+{
+    aiol_iothread *it;
+    on_thread o = { .runs = 0 };
+
+    (void)state;
+    assert_int_equal(aiol_iothread_new(tu_fdmon_requested(), &it), 0);
+    for (int i = 1; i <= 20; i++) {
+        assert_int_equal(aiol_bh_schedule_wait(aiol_iothread_loop_get(it),
+                                               record_thread, &o), 0);
+        assert_int_equal(o.runs, i);
+        assert_false(pthread_equal(o.thread, pthread_self()));
+    }
+    aiol_iothread_free(it);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -347,6 +381,7 @@ int main(void)
         cmocka_unit_test(test_iothread_bh_reschedule_roundtrips),
         cmocka_unit_test(test_iothread_fd_handler_from_other_thread),
         cmocka_unit_test(test_iothread_fd_handlers_in_a_row),
+        cmocka_unit_test(test_iothread_schedule_wait),
     };
     char name[64];
 

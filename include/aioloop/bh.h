@@ -91,6 +91,17 @@ void aiol_bh_free(aiol_bh *bh);
 int aiol_bh_schedule_oneshot(aiol_loop *loop, aiol_handler_fn *cb,
                              void *opaque);
 
+/**
+ * Runs @p cb(@p opaque) on @p loop's thread, as a one-shot bottom half,
+ * and waits until it has returned: for work that must happen on the
+ * thread that polls @p loop (freeing what its handlers use, a setting
+ * only its poller may change).  From a thread other than @p loop's
+ * polling thread, while that thread goes on polling @p loop (else this
+ * waits for good).
+ * @return 0 once @p cb ran, or -ENOMEM (it did not run).
+ */
+int aiol_bh_schedule_wait(aiol_loop *loop, aiol_handler_fn *cb, void *opaque);
+
 #pragma GCC visibility pop
 
 #ifdef __cplusplus

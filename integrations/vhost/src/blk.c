@@ -568,11 +568,28 @@ void aiol__vblk_ctx_free(blk_ctx *c)
     free(c);
 }
 
-/* The device's contexts, all freed (requests drained). */
+static void ctx_free_here(void *opaque)
+{
+    aiol__vblk_ctx_free(opaque);
+}
+
+/*
+ * The device's contexts, all freed (requests drained).  One on another
+ * loop is freed on that loop's thread, where its engine's handlers and
+ * poll callbacks run: removing them from here would not stop one that
+ * thread already began (aioloop/fd.h).
+ */
 static void ctxs_free(aiol_vhost_blk *b)
 {
-    while (b->nctx > 0) {
-        aiol__vblk_ctx_free(b->ctx[--b->nctx]);
+    while (b->nctx > 1) {
+        blk_ctx *c = b->ctx[--b->nctx];
+
+        if (aiol_bh_schedule_wait(c->loop, ctx_free_here, c) < 0) {
+            aiol__vblk_ctx_free(c); /* (no memory for the call: here) */
+        }
+    }
+    if (b->nctx > 0) {
+        aiol__vblk_ctx_free(b->ctx[--b->nctx]); /* (the device's loop) */
     }
 }
 

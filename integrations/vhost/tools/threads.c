@@ -13,7 +13,6 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
-#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -23,47 +22,29 @@
 
 #define PROG "aioloop-vhost-blk"
 
-/* A call run on a loop's thread, waited for (poll_set()). */
-typedef struct call {
+/* A loop and the busy-poll window to give it (poll_set()). */
+typedef struct poll_arg {
     aiol_loop *loop;
     unsigned poll_max_ns;
     int ret;
-    bool done;
-    pthread_mutex_t lock;
-    pthread_cond_t cond;
-} call;
+} poll_arg;
 
 /* On the iothread: its busy-poll window (the poller's own setting). */
 static void poll_set_here(void *opaque)
 {
-    call *k = opaque;
-    int ret = aiol_loop_poll_params_set(k->loop, (int64_t)k->poll_max_ns, 0,
-                                        0);
+    poll_arg *a = opaque;
 
-    pthread_mutex_lock(&k->lock);
-    k->ret = ret;
-    k->done = true;
-    pthread_cond_signal(&k->cond);
-    pthread_mutex_unlock(&k->lock);
+    a->ret = aiol_loop_poll_params_set(a->loop, (int64_t)a->poll_max_ns, 0,
+                                       0);
 }
 
 /* Sets @loop's busy-poll window on its thread; 0 or -errno. */
 static int poll_set(aiol_loop *loop, unsigned poll_max_ns)
 {
-    call k = { .loop = loop, .poll_max_ns = poll_max_ns };
-    int r;
+    poll_arg a = { .loop = loop, .poll_max_ns = poll_max_ns };
+    int r = aiol_bh_schedule_wait(loop, poll_set_here, &a);
 
-    pthread_mutex_init(&k.lock, NULL);
-    pthread_cond_init(&k.cond, NULL);
-    r = aiol_bh_schedule_oneshot(loop, poll_set_here, &k);
-    pthread_mutex_lock(&k.lock);
-    while (r == 0 && !k.done) {
-        pthread_cond_wait(&k.cond, &k.lock);
-    }
-    pthread_mutex_unlock(&k.lock);
-    pthread_cond_destroy(&k.cond);
-    pthread_mutex_destroy(&k.lock);
-    return r < 0 ? r : k.ret;
+    return r < 0 ? r : a.ret;
 }
 
 static int start_one(vd_config *c, vd_iothread *t)
