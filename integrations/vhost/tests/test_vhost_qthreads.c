@@ -57,29 +57,18 @@ static aiol_loop *io_loop(qt *q, int i)
     return aiol_iothread_loop_get(q->io[i]);
 }
 
-typedef struct who {
-    pthread_t thread;
-    bool done;
-} who;
-
 static void who_am_i(void *opaque)
 {
-    who *w = opaque;
-
-    w->thread = pthread_self();
-    __atomic_store_n(&w->done, true, __ATOMIC_RELEASE);
+    *(pthread_t *)opaque = pthread_self();
 }
 
 /* The thread that polls @loop. */
 static pthread_t thread_of(aiol_loop *loop)
 {
-    who w = { .done = false };
+    pthread_t t;
 
-    assert_int_equal(aiol_bh_schedule_oneshot(loop, who_am_i, &w), 0);
-    while (!__atomic_load_n(&w.done, __ATOMIC_ACQUIRE)) {
-        usleep(100);
-    }
-    return w.thread;
+    assert_int_equal(aiol_bh_schedule_wait(loop, who_am_i, &t), 0);
+    return t;
 }
 
 /* Queue 1 on io[0], queue 2 on io[1]; a session with queues 0..2. */
