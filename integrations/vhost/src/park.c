@@ -35,13 +35,18 @@ void aiol__vhost_park_init(aiol_vhost_dev *dev)
                       "cannot create the device's mutex");
 }
 
+static void slot_free(vu_park_slot *sl)
+{
+    aiol_bh_free(sl->bh);
+    free(sl);
+}
+
 void aiol__vhost_park_fini(aiol_vhost_dev *dev)
 {
     vu_park *p = &dev->park;
 
     for (unsigned i = 0; i < p->nslots; i++) {
-        aiol_bh_free(p->slot[i]->bh);
-        free(p->slot[i]);
+        slot_free(p->slot[i]);
     }
     p->nslots = 0;
     pthread_cond_destroy(&p->cond);
@@ -110,8 +115,7 @@ static void slots_trim(vu_park *p)
 
     for (unsigned i = 0; i < p->nslots; i++) {
         if (p->slot[i]->nqueues == 0) {
-            aiol_bh_free(p->slot[i]->bh);
-            free(p->slot[i]);
+            slot_free(p->slot[i]);
         } else {
             p->slot[n++] = p->slot[i];
         }
@@ -154,18 +158,16 @@ static vu_park_slot *slot_of(vu_park *p, const aiol_loop *loop)
     return NULL;
 }
 
-/* Device thread, parked: runs @fn(@arg) on @loop's thread and waits. */
-static void run_in(aiol_vhost_dev *dev, aiol_loop *loop, aiol_handler_fn *fn,
-                   void *arg)
+void aiol__vhost_run_on(aiol_vhost_vq *vq, aiol_handler_fn *fn, void *arg)
 {
-    vu_park *p = &dev->park;
+    vu_park *p = &vq->dev->park;
     vu_park_slot *sl;
 
-    if (loop == dev->loop) {
+    if (vq->loop == vq->dev->loop) {
         fn(arg);
         return;
     }
-    sl = slot_of(p, loop);
+    sl = slot_of(p, vq->loop);
     aiol__vhost_check(p->depth > 0 && sl != NULL && sl->parked,
                       "work for a queue thread that is not parked");
     pthread_mutex_lock(&p->lock);
@@ -176,11 +178,6 @@ static void run_in(aiol_vhost_dev *dev, aiol_loop *loop, aiol_handler_fn *fn,
         pthread_cond_wait(&p->cond, &p->lock);
     }
     pthread_mutex_unlock(&p->lock);
-}
-
-void aiol__vhost_run_on(aiol_vhost_vq *vq, aiol_handler_fn *fn, void *arg)
-{
-    run_in(vq->dev, vq->loop, fn, arg);
 }
 
 aiol_loop *aiol_vhost_vq_loop_get(const aiol_vhost_vq *vq)
