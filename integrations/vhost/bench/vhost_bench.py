@@ -7,7 +7,8 @@ in the same run.
   vhost_bench.py --daemon BUILD/integrations/vhost/aioloop-vhost-blk \\
                  --bench BUILD/integrations/vhost/bench-vhost [--rounds 3]
                  [--seconds 2] [--storage shm,disk] [--disk-dir DIR]
-                 [--layouts on|off] [--threads on|off] [--json OUT]
+                 [--engines on|off] [--layouts on|off] [--threads on|off]
+                 [--json OUT]
 
 Storage: "shm", a 256 MiB raw image on /dev/shm, prefilled, so the page
 cache serves every request and the numbers are the backends' own cost;
@@ -28,16 +29,20 @@ interleaved; the table gives the medians and ours/qsd ratios.  Every
 process runs under timeout and is killed by its PID.
 
 Ring layouts (--layouts, on by default): ours on io_uring, with and
-without busy polling, on the /dev/shm image, each workload on split and
-on packed rings (bench-vhost --packed), interleaved; the table gives
-packed / split.  qemu-storage-daemon 7.2 offers no packed rings, so it
-has no row there.
+without busy polling, each workload on split and on packed rings
+(bench-vhost --packed), interleaved; the table gives packed / split.
+qemu-storage-daemon 7.2 offers no packed rings, so it has no row there.
 
-Loop threads (--threads, on by default): on the /dev/shm image, 2 and 4
-queues, ours with one loop thread and with two (--threads 2), against
-qsd with its export on its main loop and on an --object iothread (7.2
-runs all of an export's queues on one thread), each engine; the table
-gives each row against ours on one thread and against qsd's best.
+Loop threads (--threads, on by default): 2 and 4 queues, ours with one
+loop thread and with two (--threads 2), against qsd with its export on
+its main loop and on an --object iothread (7.2 runs all of an export's
+queues on one thread), each engine; the table gives each row against
+ours on one thread and against qsd's best.
+
+Both tables run on every storage kind of --storage, on one image: on
+"disk" every backend opens it with O_DIRECT (qsd's best mode for a cold
+disk) and aio=native joins the engines.  --engines off leaves out the
+engine tables above and runs only these two.
 """
 import argparse
 import json
@@ -228,26 +233,43 @@ LAYOUT_WORKLOADS = [
 ]
 
 
-def on_shm(args, what, cells):
+def on_storage(args, storage, what, cells):
     """Runs every cell (workload, key, backend, bench-vhost arguments,
-    queues) once per round on one /dev/shm image, in alternating order:
-    {(workload, key): runs}."""
-    tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir="/dev/shm")
+    queues) once per round on one image of @storage, in alternating order:
+    {(workload, key): runs}.  On "disk" the page cache is dropped before
+    every run."""
+    cold = storage == "disk"
+    tmp = tempfile.mkdtemp(prefix="vhost-bench-",
+                           dir=args.disk_dir if cold else "/dev/shm")
     img = os.path.join(tmp, "disk0.img")
     res = {(c[0], c[1]): [] for c in cells}
     try:
-        make_image(img, SIZES["shm"])
+        make_image(img, SIZES[storage])
         for r in range(args.rounds):
             for name, key, b, extra, queues in (cells if r % 2 == 0
                                                 else cells[::-1]):
                 res[(name, key)].append(run_one(args, tmp, [img],
-                                                SIZES["shm"], b, extra,
-                                                queues, False))
-            print("vhost_bench: %s: round %d of %d done"
-                  % (what, r + 1, args.rounds), file=sys.stderr)
+                                                SIZES[storage], b, extra,
+                                                queues, cold))
+            print("vhost_bench: %s on %s: round %d of %d done"
+                  % (what, storage, r + 1, args.rounds), file=sys.stderr)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return res
+
+
+def where(args, storage):
+    """The image a table of @storage ran on, for its heading."""
+    if storage == "disk":
+        return ("2 GiB image on %s, cold page cache, O_DIRECT"
+                % args.disk_dir)
+    return "256 MiB image on /dev/shm"
+
+
+def on_disk(name, storage):
+    """A backend's name for @storage: on a real disk every table's
+    backends open the image with O_DIRECT, qsd's best mode there."""
+    return name + ", direct" if storage == "disk" else name
 
 
 def summary_row(runs, med):
@@ -255,21 +277,21 @@ def summary_row(runs, med):
             "p99_us": med(runs, "p99_us"), "runs": runs}
 
 
-def run_layouts(args):
+def run_layouts(args, storage):
     """Ours on split and packed rings: {(workload, (backend, layout)): runs}."""
-    names = ["aioloop io_uring"]
+    names = [on_disk("aioloop io_uring", storage)]
     if args.poll_max_ns > 0:
-        names.append("aioloop io_uring, poll")
-    return on_shm(args, "layouts", [
+        names.append(names[0] + ", poll")
+    return on_storage(args, storage, "layouts", [
         (name, (b, layout), b,
          extra + (["--packed"] if layout == "packed" else []), queues)
         for name, extra, queues in LAYOUT_WORKLOADS for b in names
         for layout in ("split", "packed")])
 
 
-def print_layouts(res, med):
+def print_layouts(args, storage, res, med):
     """The layout table; returns its summary."""
-    print("\nring layouts (256 MiB image on /dev/shm):\n")
+    print("\nring layouts (%s):\n" % where(args, storage))
     print("| workload | backend | split kIOPS | packed kIOPS | packed / split "
           "| split p50 / p99 (us) | packed p50 / p99 (us) |")
     print("|---|---|---:|---:|---:|---|---|")
@@ -301,23 +323,34 @@ THREAD_BACKENDS = ["aioloop io_uring", "aioloop io_uring, 2 threads",
                    "qsd threads", "qsd threads, iothread"]
 
 
-def run_threads(args):
+def thread_backends(storage):
+    """The thread table's backends; on a real disk with O_DIRECT also
+    aio=native, on both sides."""
+    names = list(THREAD_BACKENDS)
+    if storage == "disk":
+        names += [b.replace("threads", "native", 1) for b in names
+                  if b.split(" ")[1] == "threads"]
+    return [on_disk(b, storage) for b in names]
+
+
+def run_threads(args, storage):
     """Ours on one and two loop threads, qsd on its main loop and on an
     iothread: {(workload, backend): runs}."""
-    return on_shm(args, "threads", [
+    return on_storage(args, storage, "threads", [
         (name, b, b, extra, queues) for name, extra, queues in THREAD_WORKLOADS
-        for b in THREAD_BACKENDS])
+        for b in thread_backends(storage)])
 
 
-def print_threads(res, med):
+def print_threads(args, storage, res, med):
     """The thread table; returns its summary."""
-    print("\nloop threads (256 MiB image on /dev/shm):\n")
+    print("\nloop threads (%s):\n" % where(args, storage))
     print("| workload | backend | kIOPS | p50 / p99 (us) | / its one thread "
           "| / qsd's best |")
     print("|---|---|---:|---|---:|---:|")
     out = {}
     for name, _, _ in THREAD_WORKLOADS:
-        rows = {b: summary_row(res[(name, b)], med) for b in THREAD_BACKENDS}
+        rows = {b: summary_row(res[(name, b)], med)
+                for b in thread_backends(storage)}
         out[name] = rows
         qsd_best = max(r["iops"] for b, r in rows.items()
                        if b.startswith("qsd"))
@@ -340,6 +373,7 @@ def main():
     ap.add_argument("--storage", default="shm,disk")
     ap.add_argument("--disk-dir", default="/var/tmp")
     ap.add_argument("--poll-max-ns", type=int, default=32768)
+    ap.add_argument("--engines", default="on", choices=["on", "off"])
     ap.add_argument("--layouts", default="on", choices=["on", "off"])
     ap.add_argument("--threads", default="on", choices=["on", "off"])
     ap.add_argument("--json")
@@ -358,7 +392,7 @@ def main():
         return statistics.median(x[key] for x in runs)
 
     summary = {}
-    for storage in storages:
+    for storage in storages if args.engines == "on" else []:
         res = run_storage(args, storage)
         summary[storage] = {}
         print("\n%s (%s):\n" % (storage, "2 GiB image on %s, cold page "
@@ -402,10 +436,13 @@ def main():
                       % (name, "O_DIRECT" if direct else "buffered",
                          ours / 1000, engine(ob), theirs / 1000, engine(tb),
                          ours / theirs, "yes" if ours >= theirs else "no"))
-    if args.layouts == "on":
-        summary["layouts"] = print_layouts(run_layouts(args), med)
-    if args.threads == "on":
-        summary["threads"] = print_threads(run_threads(args), med)
+    for storage in storages:
+        if args.layouts == "on":
+            summary.setdefault("layouts", {})[storage] = print_layouts(
+                args, storage, run_layouts(args, storage), med)
+        if args.threads == "on":
+            summary.setdefault("threads", {})[storage] = print_threads(
+                args, storage, run_threads(args, storage), med)
     if args.json:
         with open(args.json, "w") as f:
             json.dump(summary, f, indent=1)
