@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * aiol.c - libaioloop's side of the shared workloads (bench.h,
- * workloads.c), on the fd monitor named by --fdmon (epoll, io_uring, poll).
+ * workloads.c), on the fd monitor named by --fdmon (epoll, io_uring, poll),
+ * on thread-confined loops with --loop confined (AIOL_LOOP_CONFINED: the
+ * bottom halves of bh_single and bh_burst are then local ones).
  *
  *   bh_single, bh_burst   aiol_bh_schedule() + aiol_loop_poll(false)
  *   wakeup      cross-thread ping-pong: a bottom half on the other loop's
@@ -44,7 +46,9 @@ static aiol_loop *loop_new(const bench_args *args)
 {
     aiol_loop *loop;
 
-    BENCH_CHECK(aiol_loop_new(&loop, args->fdmon) == 0);
+    BENCH_CHECK(aiol_loop_new_flags(&loop, args->fdmon,
+                                    args->confined ? AIOL_LOOP_CONFINED : 0) ==
+                0);
     return loop;
 }
 
@@ -200,9 +204,10 @@ static int wakeup(const bench_args *args, bench_metric *out)
     int64_t t0;
 
     BENCH_CHECK(aiol_iothread_new(args->fdmon, &thread) == 0);
-    BENCH_CHECK(aiol_bh_new(aiol_iothread_loop_get(thread), ping_cb, &pp,
-                            &pp.ping) == 0);
-    BENCH_CHECK(aiol_bh_new(loop, pong_cb, &pp, &pp.pong) == 0);
+    BENCH_CHECK(aiol_bh_new_shared(aiol_iothread_loop_get(thread), ping_cb,
+                                   &pp, &pp.ping) == 0);
+    /* (scheduled by the iothread: thread-safe on a confined loop too) */
+    BENCH_CHECK(aiol_bh_new_shared(loop, pong_cb, &pp, &pp.pong) == 0);
     t0 = bench_now_ns();
     aiol_bh_schedule(pp.ping);
     while (pp.rounds < pp.target) {

@@ -57,7 +57,8 @@ static int cmp_double(const void *a, const void *b)
 static void usage(const char *lib, const bench_workload *w, size_t n)
 {
     fprintf(stderr, "usage: bench-%s <workload> [--n N] [--runs R] "
-            "[--fdmon F] [--iters K]\n       bench-%s --list\nworkloads:", lib, lib);
+            "[--fdmon F] [--loop shared|confined] [--iters K]\n"
+            "       bench-%s --list\nworkloads:", lib, lib);
     for (size_t i = 0; i < n; i++) {
         fprintf(stderr, " %s", w[i].name);
     }
@@ -98,6 +99,10 @@ int bench_main(const char *lib, int argc, char **argv,
             args.iters = atol(argv[i + 1]);
         } else if (strcmp(argv[i], "--fdmon") == 0) {
             args.fdmon = argv[i + 1];
+        } else if (strcmp(argv[i], "--loop") == 0 &&
+                   (strcmp(argv[i + 1], "shared") == 0 ||
+                    strcmp(argv[i + 1], "confined") == 0)) {
+            args.confined = strcmp(argv[i + 1], "confined") == 0;
         } else {
             usage(lib, workloads, nworkloads);
             return 2;

@@ -31,6 +31,7 @@
 
 typedef struct bench_args {
     const char *fdmon;   /* libaioloop fd monitor, or NULL */
+    bool confined;       /* --loop confined: libaioloop's AIOL_LOOP_CONFINED */
     long n;              /* workload size (pipes, timers...) */
     long iters;          /* --iters: iterations per run, 0 = the default */
 } bench_args;

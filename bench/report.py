@@ -14,6 +14,7 @@ import sys
 NAMES = {"aiol": "aioloop", "ev": "libev", "uv": "libuv", "event": "libevent",
          "glib": "glib", "epoll": "epoll (hand-written)"}
 REF = "aioloop:epoll"
+CONFINED = "aioloop:epoll+confined"  # a thread-confined loop (loop.h)
 CHAIN_PEERS = ("libev", "libuv", "libevent")  # the chain target's "best peer"
 FLOOR = "epoll (hand-written)"
 
@@ -168,6 +169,7 @@ def targets(res):
                 f"batch (n={n})",
                 f"{fmt(ap)} ns vs libev {fmt(evp)} ns ({ratio(ap, evp)})",
                 None if evp is None else ap <= evp)
+    confined_targets(res, row)
     for n in res.ns("bh_local_burst"):
         a = res.get("bh_local_burst", n, REF, "ns_per_bh")
         t = res.get("bh_burst", n, REF, "ns_per_bh")
@@ -252,6 +254,49 @@ def targets(res):
                 f"re-arms (ready1) {fmt(u1)} ns",
                 None if u is None else u <= e)
     return "\n".join(out) + "\n"
+
+
+def confined_targets(res, row):
+    """The rows of a thread-confined loop (AIOL_LOOP_CONFINED) against the
+    peers whose loops are confined by design."""
+    for n in res.ns("churn"):
+        for m, how in (("ns_per_pair", "back to back"),
+                       ("ns_per_pair_polled", "a poll after each batch")):
+            c = res.get("churn", n, CONFINED, m)
+            ev = res.get("churn", n, "libev", m)
+            sh = res.get("churn", n, REF, m)
+            if c is not None:
+                row(f"confined loop: handler add+remove at or below libev's, "
+                    f"{how} (n={n})",
+                    f"{fmt(c)} ns vs libev {fmt(ev)} ns ({ratio(c, ev)}); "
+                    f"shared loop {fmt(sh)} ns",
+                    None if ev is None else c <= ev)
+    for w in ("bh_single", "bh_burst"):
+        for n in res.ns(w):
+            c = res.get(w, n, CONFINED, "ns_per_bh")
+            uv = res.get(w, n, "libuv", "ns_per_bh")
+            if c is not None:
+                row(f"confined loop: BH schedule+run at or below libuv's ({w})",
+                    f"{fmt(c)} ns vs libuv {fmt(uv)} ns ({ratio(c, uv)})",
+                    None if uv is None else c <= uv)
+    for w in ("chain_a1", "chain_a100"):
+        for n in res.ns(w):
+            c = res.get(w, n, CONFINED, "event_us")
+            floor = res.get(w, n, FLOOR, "event_us")
+            if c is not None:
+                row(f"confined loop: chain event time within 5% of "
+                    f"hand-written epoll ({w}, n={n})",
+                    f"{fmt(c)} µs vs {fmt(floor)} µs ({ratio(c, floor)})",
+                    None if floor is None else c <= 1.05 * floor)
+    for w in ("timers", "timers_rand"):
+        for n in res.ns(w):
+            c = res.get(w, n, CONFINED, "fire_cpu_ns_per_timer")
+            ev = res.get(w, n, "libev", "fire_cpu_ns_per_timer")
+            if c is not None:
+                row(f"confined loop: timer firing at or below libev "
+                    f"({w}, n={n})",
+                    f"{fmt(c)} CPU ns per timer vs libev {fmt(ev)} ns "
+                    f"({ratio(c, ev)})", None if ev is None else c <= ev)
 
 
 def plots(out_dir, res, columns):

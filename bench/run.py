@@ -35,8 +35,11 @@ import time
 import report
 
 REF = ("aiol", "epoll")
-VARIANTS = [REF, ("aiol", "io_uring"), ("aiol", "poll"), ("ev", None),
-            ("uv", None), ("event", None), ("glib", None), ("epoll", None)]
+# libaioloop on epoll with a thread-confined loop (AIOL_LOOP_CONFINED)
+CONFINED = ("aiol", "epoll+confined")
+VARIANTS = [REF, ("aiol", "io_uring"), ("aiol", "poll"), CONFINED,
+            ("ev", None), ("uv", None), ("event", None), ("glib", None),
+            ("epoll", None)]
 AIOL = [v for v in VARIANTS if v[0] == "aiol"]
 
 # (workload, n, runs per invocation, variants or None for all).  Quick
@@ -74,11 +77,19 @@ def binary(build, lib):
     return os.path.join(build, "bench", "bench-" + lib)
 
 
+def fdmon_args(fdmon):
+    """bench-aiol's arguments for a variant's fd monitor ("epoll",
+    "epoll+confined": --fdmon epoll --loop confined)."""
+    if not fdmon:
+        return []
+    base, _, loop = fdmon.partition("+")
+    return ["--fdmon", base] + (["--loop", loop] if loop else [])
+
+
 def run_one(build, variant, workload, n, runs, iters=None):
     lib, fdmon = variant
     cmd = [binary(build, lib), workload, "--n", str(n), "--runs", str(runs)]
-    if fdmon:
-        cmd += ["--fdmon", fdmon]
+    cmd += fdmon_args(fdmon)
     if iters:
         cmd += ["--iters", str(iters)]
     out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
@@ -95,7 +106,7 @@ def strace_calls(build, variant, iters):
     out = os.path.join("/tmp", f"bench-strace-{os.getpid()}")
     cmd = ["strace", "-f", "-c", "-q", "-o", out, binary(build, lib),
            "idle_poll", "--n", str(STRACE_N), "--runs", "1", "--iters",
-           str(iters)] + (["--fdmon", fdmon] if fdmon else [])
+           str(iters)] + fdmon_args(fdmon)
     subprocess.run(cmd, check=True, capture_output=True)
     with open(out) as f:
         text = f.read()

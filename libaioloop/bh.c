@@ -26,7 +26,9 @@
  * and they queue on loop->bh_local_head, a FIFO with no atomics.  A poll
  * call appends that FIFO to the slice it takes, after the thread-safe ones,
  * and from there both kinds run alike.  No locked instruction and no
- * notify: the thread that schedules is the one that will poll.
+ * notify: the thread that schedules is the one that will poll.  On a
+ * thread-confined loop every bottom half is local but those of
+ * aiol_bh_new_shared() and the one-shot ones, the cross-thread entries.
  */
 #include <errno.h>
 #include <pthread.h>
@@ -89,6 +91,13 @@ static int bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
 
 int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
                 aiol_bh **out)
+{
+    aiol__check(loop != NULL, "loop is NULL");
+    return bh_new(loop, cb, opaque, loop->confined, out);
+}
+
+int aiol_bh_new_shared(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
+                       aiol_bh **out)
 {
     return bh_new(loop, cb, opaque, false, out);
 }
@@ -224,7 +233,7 @@ void aiol_bh_free(aiol_bh *bh)
 int aiol_bh_schedule_oneshot(aiol_loop *loop, aiol_handler_fn *cb, void *opaque)
 {
     aiol_bh *bh;
-    int ret = aiol_bh_new(loop, cb, opaque, &bh);
+    int ret = aiol_bh_new_shared(loop, cb, opaque, &bh); /* (any thread) */
 
     if (ret == 0) {
         bh_enqueue(bh, BH_SCHEDULED | BH_ONESHOT);

@@ -175,6 +175,7 @@ int aiol_loop_after_fork(aiol_loop *loop)
     if (loop->fdmon->forget == NULL) {
         return -ENOTSUP;
     }
+    aiol__owner_take(loop); /* the child's one thread */
     /* Everything that can fail comes first and leaves the parent's state. */
     ret = notify_renew(loop);
     if (ret < 0) {

@@ -130,14 +130,23 @@ static void retire_locked(aiol_loop *loop, aiol__handler *node)
 AIOL__HOT
 void aiol__walk_begin(aiol_loop *loop)
 {
-    /* seq_cst: pairs with the load in retire_locked(). */
-    unsigned outer = atomic_fetch_add_explicit(&loop->walkers, 1,
-                                              memory_order_seq_cst) == 0;
+    unsigned outer;
 
+    if (loop->confined) {
+        /* No remover on another thread: a plain increment does. */
+        outer = atomic_load_explicit(&loop->walkers, memory_order_relaxed);
+        atomic_store_explicit(&loop->walkers, outer + 1, memory_order_relaxed);
+        outer = outer == 0;
+    } else {
+        /* seq_cst: pairs with the load in retire_locked(). */
+        outer = atomic_fetch_add_explicit(&loop->walkers, 1,
+                                          memory_order_seq_cst) == 0;
+    }
 #ifdef AIOL__CONTRACTS
     if (outer) {
         atomic_store_explicit(&loop->poller, aiol__thread_id(),
                               memory_order_relaxed);
+        aiol__owner_take(loop);
     }
     assert(atomic_load_explicit(&loop->poller, memory_order_relaxed) ==
                aiol__thread_id() &&
@@ -244,8 +253,14 @@ static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
         AIOL_LIST_REMOVE(node, node_poll);
         loop->npollers--;
     }
-    /* Release pairs with the acquire load in aiol__busy_poll(). */
-    atomic_fetch_add_explicit(&loop->pollers_gen, 1, memory_order_release);
+    /*
+     * Release pairs with the acquire load in aiol__busy_poll().  Writers
+     * hold the lock, so a load and a store make the increment.
+     */
+    atomic_store_explicit(&loop->pollers_gen,
+                          atomic_load_explicit(&loop->pollers_gen,
+                                               memory_order_relaxed) + 1,
+                          memory_order_release);
 }
 
 /* Caller holds loop->lock.  Unhooks and retires the handler of @fd. */
@@ -270,6 +285,9 @@ static void remove_locked(aiol_loop *loop, aiol__handler *old)
  */
 static void wake_sleeper(aiol_loop *loop)
 {
+    if (loop->confined) {
+        return; /* only its poller changes it, and it is not asleep */
+    }
     /*
      * F4: pairs with F1 (prepare_to_block() in loop.c, aiol_loop_prepare()
      * in embed.c), which comes after the poller announces itself in

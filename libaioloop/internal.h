@@ -163,6 +163,12 @@ struct aiol_loop {
     const struct aiol__fdmon_ops *fdmon; /* immutable after creation */
     void *fdmon_state;   /* the fd monitor's, see its file */
     /*
+     * AIOL_LOOP_CONFINED: only the owner thread touches the loop, so
+     * loop->lock is not taken (aiol__lock()) and the walking counter is
+     * not a locked instruction.  Immutable after creation.
+     */
+    bool confined;
+    /*
      * Walking counter: number of poll calls (nested ones included) in
      * progress.  While it is non-zero, removed handlers go on the deleted
      * list instead of being freed, because some ready list or dispatch may
@@ -225,6 +231,12 @@ struct aiol_loop {
      */
     atomic_uint_fast64_t lock_owner;
     atomic_uint_fast64_t poller;
+    /*
+     * A confined loop's own thread (aiol__assert_owner()): its creator,
+     * then the thread of each outermost poll (aiol__walk_begin()).  Same
+     * rules as above.
+     */
+    atomic_uint_fast64_t owner;
     pid_t pid;          /* process whose kernel objects the loop holds
                            (getpid() at creation, or of the child after
                            aiol_loop_after_fork()); fork.c */
@@ -296,10 +308,45 @@ struct aiol_loop {
 #define AIOL__CONTRACTS 1
 #endif
 
-/* Takes loop->lock, noting the holder for aiol__assert_locked(). */
+/*
+ * Checks that a call on a confined loop comes from its own thread (the
+ * contract of AIOL_LOOP_CONFINED in aioloop/loop.h).  Any loop.
+ */
+#ifdef AIOL__CONTRACTS
+#define aiol__assert_owner(loop)                                             \
+    assert((!(loop)->confined ||                                             \
+            atomic_load_explicit(&(loop)->owner, memory_order_relaxed) ==    \
+                aiol__thread_id()) &&                                        \
+           "a confined loop (AIOL_LOOP_CONFINED) used from another thread")
+#else
+#define aiol__assert_owner(loop) ((void)(loop))
+#endif
+
+/*
+ * The calling thread becomes a confined loop's own thread: at an
+ * outermost poll, aiol_loop_owner_set(), aiol_loop_free() and in a fork
+ * child's aiol_loop_after_fork() (the handovers of aioloop/loop.h).
+ */
+static inline void aiol__owner_take(aiol_loop *loop)
+{
+#ifdef AIOL__CONTRACTS
+    atomic_store_explicit(&loop->owner, aiol__thread_id(),
+                          memory_order_relaxed);
+#else
+    (void)loop;
+#endif
+}
+
+/*
+ * Takes loop->lock, noting the holder for aiol__assert_locked().  On a
+ * confined loop only its own thread gets here, and nothing is taken.
+ */
 static inline void aiol__lock(aiol_loop *loop)
 {
-    pthread_mutex_lock(&loop->lock);
+    aiol__assert_owner(loop);
+    if (!loop->confined) {
+        pthread_mutex_lock(&loop->lock);
+    }
 #ifdef AIOL__CONTRACTS
     atomic_store_explicit(&loop->lock_owner, aiol__thread_id(),
                           memory_order_relaxed);
@@ -322,21 +369,28 @@ static inline void aiol__unlock(aiol_loop *loop)
     aiol__assert_locked(loop);
     atomic_store_explicit(&loop->lock_owner, 0, memory_order_relaxed);
 #endif
-    pthread_mutex_unlock(&loop->lock);
+    if (!loop->confined) {
+        pthread_mutex_unlock(&loop->lock);
+    }
 }
 
 /*
  * Checks a polling-thread call: while a poll of @loop runs, only its
  * thread may make it (a timer armed from another thread would race the
- * run).  Between polls any one thread may.
+ * run).  Between polls any one thread may, but on a confined loop only
+ * its own.
  */
 #ifdef AIOL__CONTRACTS
 #define aiol__assert_poller(loop)                                            \
-    assert((atomic_load_explicit(&(loop)->poller, memory_order_relaxed) ==   \
-                0 ||                                                         \
-            atomic_load_explicit(&(loop)->poller, memory_order_relaxed) ==   \
-                aiol__thread_id()) &&                                        \
-           "a polling-thread call from another thread while the loop polls")
+    do {                                                                     \
+        assert((atomic_load_explicit(&(loop)->poller,                        \
+                                     memory_order_relaxed) == 0 ||           \
+                atomic_load_explicit(&(loop)->poller,                        \
+                                     memory_order_relaxed) ==                \
+                    aiol__thread_id()) &&                                    \
+               "a polling-thread call from another thread while the loop polls"); \
+        aiol__assert_owner(loop);                                            \
+    } while (0)
 #else
 #define aiol__assert_poller(loop) ((void)(loop))
 #endif

@@ -70,7 +70,8 @@ static void loop_teardown(aiol_loop *loop, bool mon_started)
     free(loop);
 }
 
-static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
+static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
+                      unsigned flags)
 {
     aiol_loop *loop = calloc(1, sizeof(*loop));
     int ret;
@@ -87,6 +88,8 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon)
     AIOL_TAILQ_INIT(&loop->bh_slices);
     loop->notify_fd = -1;
     loop->fdmon = mon;
+    loop->confined = (flags & AIOL_LOOP_CONFINED) != 0;
+    aiol__owner_take(loop);
     loop->pid = getpid(); /* fork.c */
     ret = aiol__clocks_init(loop);
     if (ret < 0) {
@@ -117,16 +120,19 @@ static const aiol__fdmon_ops *fdmon_find(const char *name)
     return NULL;
 }
 
-int aiol_loop_new(aiol_loop **out, const char *fdmon)
+int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags)
 {
     const aiol__fdmon_ops *mon;
     const char *env;
     int ret = -ENOSYS;
 
     aiol__check(out != NULL, "out is NULL");
+    if (flags & ~(unsigned)AIOL_LOOP_CONFINED) {
+        return -EINVAL;
+    }
     if (fdmon != NULL) {
         mon = fdmon_find(fdmon);
-        return mon != NULL ? loop_start(out, mon) : -EINVAL;
+        return mon != NULL ? loop_start(out, mon, flags) : -EINVAL;
     }
     /* AIOLOOP_BACKEND: the variable's name before AIOLOOP_FDMON. */
     env = getenv("AIOLOOP_FDMON");
@@ -134,7 +140,7 @@ int aiol_loop_new(aiol_loop **out, const char *fdmon)
         env = getenv("AIOLOOP_BACKEND");
     }
     if (env != NULL && *env != '\0' && (mon = fdmon_find(env)) != NULL &&
-        loop_start(out, mon) == 0) {
+        loop_start(out, mon, flags) == 0) {
         return 0;
     }
     /*
@@ -143,12 +149,31 @@ int aiol_loop_new(aiol_loop **out, const char *fdmon)
      * where epoll works.  The last monitor's error is returned.
      */
     for (size_t i = 0; i < N_FDMONS; i++) {
-        ret = loop_start(out, fdmons[i]);
+        ret = loop_start(out, fdmons[i], flags);
         if (ret == 0) {
             break;
         }
     }
     return ret;
+}
+
+int aiol_loop_new(aiol_loop **out, const char *fdmon)
+{
+    return aiol_loop_new_flags(out, fdmon, 0);
+}
+
+bool aiol_loop_is_confined(const aiol_loop *loop)
+{
+    aiol__check(loop != NULL, "loop is NULL");
+    return loop->confined;
+}
+
+void aiol_loop_owner_set(aiol_loop *loop)
+{
+    aiol__check(loop != NULL, "loop is NULL");
+    aiol__check(atomic_load_explicit(&loop->walkers, memory_order_relaxed) == 0,
+                "aiol_loop_owner_set() from inside the loop's poll");
+    aiol__owner_take(loop);
 }
 
 void aiol_loop_free(aiol_loop *loop)
@@ -158,6 +183,7 @@ void aiol_loop_free(aiol_loop *loop)
     }
     aiol__check(atomic_load(&loop->walkers) == 0,
                 "loop freed from inside its own poll");
+    aiol__owner_take(loop);
     aiol__check(AIOL_LIST_EMPTY(&loop->phases),
                 "loop freed while phases are still added");
     if (aiol__loop_forked(loop)) {

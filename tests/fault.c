@@ -9,6 +9,7 @@
 #include "fault.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdlib.h>
@@ -26,6 +27,8 @@ int __real_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 int __real_eventfd(unsigned int initval, int flags);
 int __real_io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
                                       struct io_uring_params *p);
+int __real_pthread_mutex_lock(pthread_mutex_t *m);
+int __wrap_pthread_mutex_lock(pthread_mutex_t *m);
 
 void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t n, size_t size);
@@ -148,3 +151,14 @@ int __wrap_io_uring_queue_init_params(unsigned entries, struct io_uring *ring,
     return __real_io_uring_queue_init_params(entries, ring, p);
 }
 #endif
+
+/* Counted only: a lock that failed would leave its caller unprotected. */
+int __wrap_pthread_mutex_lock(pthread_mutex_t *m)
+{
+    tf_slot *s = &slots[TF_MUTEX_LOCK];
+
+    if (atomic_load_explicit(&s->armed, memory_order_relaxed)) {
+        atomic_fetch_add(&s->count, 1);
+    }
+    return __real_pthread_mutex_lock(m);
+}

@@ -30,6 +30,8 @@ typedef enum tf_call {
     TF_EPOLL_CTL,     /* epoll_ctl */
     TF_EVENTFD,       /* eventfd */
     TF_URING_INIT,    /* io_uring_queue_init_params (liburing) */
+    TF_MUTEX_LOCK,    /* pthread_mutex_lock: counted, never failed (arm it
+                         at LONG_MAX to count the locks a call takes) */
     TF_CALL_KINDS,
 } tf_call;
 

@@ -6,7 +6,8 @@
  * polls at a time") are assertions in builds with assertions on (every
  * test build; internal.h, AIOL__CONTRACTS).  Each case breaks one in a
  * forked child, from a second thread while the first sits in a blocking
- * poll, and checks the child aborted with the assertion's message.  In a
+ * poll (or between polls, for a thread-confined loop's own thread), and
+ * checks the child aborted with the assertion's message.  In a
  * build with NDEBUG the assertions are compiled out and the suite skips;
  * under TSan too, which reports the (deliberate) race before the assert.
  * Once per fd monitor.
@@ -63,9 +64,11 @@ static void *poll_forever(void *arg)
 }
 
 /* Starts a thread that blocks in aiol_loop_poll() on a new loop. */
-static void poller_start(poller *p)
+static void poller_start_flags(poller *p, unsigned flags)
 {
-    p->loop = tu_loop_new();
+    if (aiol_loop_new_flags(&p->loop, tu_fdmon_requested(), flags) != 0) {
+        _exit(3);
+    }
     p->inside = 0;
     if (pthread_create(&p->thread, NULL, poll_forever, p) != 0) {
         fprintf(stderr, "pthread_create failed\n");
@@ -75,6 +78,70 @@ static void poller_start(poller *p)
         usleep(1000);
     }
     usleep(20000); /* well inside the blocking wait now */
+}
+
+static void poller_start(poller *p)
+{
+    poller_start_flags(p, 0);
+}
+
+/*
+ * A confined loop polled by its thread; this one sets a handler: it is
+ * not the loop's own thread, and must abort (not race on the unlocked
+ * handler table).
+ */
+static void fd_set_on_confined_while_polled(void *arg)
+{
+    poller p;
+    int fd = tu_eventfd();
+
+    (void)arg;
+    poller_start_flags(&p, AIOL_LOOP_CONFINED);
+    (void)aiol_fd_set(p.loop, fd, on_noop, NULL, NULL, NULL);
+    fprintf(stderr, "no abort\n");
+}
+
+static void *make_confined(void *arg)
+{
+    if (aiol_loop_new_flags(arg, tu_fdmon_requested(), AIOL_LOOP_CONFINED) !=
+        0) {
+        _exit(3);
+    }
+    return NULL;
+}
+
+/*
+ * Between polls too: a confined loop belongs to the thread that made it
+ * until another one polls it, so a third party's aiol_fd_remove() aborts
+ * even with nobody inside a poll.
+ */
+static void fd_remove_on_confined_between_polls(void *arg)
+{
+    aiol_loop *loop;
+    pthread_t t;
+
+    (void)arg;
+    if (pthread_create(&t, NULL, make_confined, &loop) != 0 ||
+        pthread_join(t, NULL) != 0) {
+        _exit(3);
+    }
+    (void)aiol_fd_remove(loop, 0);
+    fprintf(stderr, "no abort\n");
+}
+
+/* The thread-safe bottom halves are the only ones other threads schedule. */
+static void plain_bh_on_confined_from_other_thread(void *arg)
+{
+    poller p;
+    aiol_bh *bh;
+
+    (void)arg;
+    poller_start_flags(&p, AIOL_LOOP_CONFINED);
+    if (aiol_bh_new(p.loop, on_noop, NULL, &bh) != 0) {
+        _exit(3);
+    }
+    aiol_bh_schedule(bh);
+    fprintf(stderr, "no abort\n");
 }
 
 static void arm_timer_from_other_thread(void *arg)
@@ -141,6 +208,27 @@ static void test_local_bh_from_other_thread(void **state)
                 "a polling-thread call from another thread while the loop polls");
 }
 
+static void test_confined_fd_set_from_other_thread(void **state)
+{
+    (void)state;
+    check_child(fd_set_on_confined_while_polled,
+                "a confined loop (AIOL_LOOP_CONFINED) used from another thread");
+}
+
+static void test_confined_between_polls(void **state)
+{
+    (void)state;
+    check_child(fd_remove_on_confined_between_polls,
+                "a confined loop (AIOL_LOOP_CONFINED) used from another thread");
+}
+
+static void test_confined_plain_bh_from_other_thread(void **state)
+{
+    (void)state;
+    check_child(plain_bh_on_confined_from_other_thread,
+                "a polling-thread call from another thread while the loop polls");
+}
+
 static void test_two_threads_poll(void **state)
 {
     (void)state;
@@ -153,6 +241,9 @@ int main(void)
         cmocka_unit_test(test_polling_thread_call_from_other_thread),
         cmocka_unit_test(test_two_threads_poll),
         cmocka_unit_test(test_local_bh_from_other_thread),
+        cmocka_unit_test(test_confined_fd_set_from_other_thread),
+        cmocka_unit_test(test_confined_between_polls),
+        cmocka_unit_test(test_confined_plain_bh_from_other_thread),
     };
 
 #ifdef NDEBUG

@@ -371,7 +371,7 @@ static void *remove_thread(void *arg)
  */
 static void test_removed_on_another_thread(void **state)
 {
-    aiol_loop *loop = tu_loop_new();
+    aiol_loop *loop = tu_loop_new_shared();
     int mine = tu_eventfd(), theirs = tu_eventfd();
     remover r = { .loop = loop, .fd = theirs };
     pthread_t t;
@@ -513,7 +513,7 @@ static void *churn_worker(void *arg)
 
 static void test_cross_thread_remove_close_reuse(void **state)
 {
-    churn ch = { .loop = tu_loop_new() };
+    churn ch = { .loop = tu_loop_new_shared() };
     pthread_t t[CHURN_THREADS];
     int calls = 0;
 

@@ -31,11 +31,18 @@ const char *tu_fdmon_requested(void)
     return (b != NULL && b[0] != '\0') ? b : NULL;
 }
 
-aiol_loop *tu_loop_new(void)
+bool tu_confined_requested(void)
+{
+    const char *c = getenv("AIOLOOP_TEST_CONFINED");
+
+    return c != NULL && strcmp(c, "1") == 0;
+}
+
+static aiol_loop *loop_make(unsigned flags)
 {
     const char *want = tu_fdmon_requested();
     aiol_loop *l = NULL;
-    int rc = aiol_loop_new(&l, want);
+    int rc = aiol_loop_new_flags(&l, want, flags);
 
     if (rc == -ENOSYS || rc == -EPERM || rc == -EOPNOTSUPP ||
         (rc == -EINVAL && want != NULL)) {
@@ -55,7 +62,21 @@ aiol_loop *tu_loop_new(void)
         TU_DIE("asked for fd monitor %s, loop runs on %s", want,
                aiol_loop_fdmon_get(l));
     }
+    if (aiol_loop_is_confined(l) != ((flags & AIOL_LOOP_CONFINED) != 0)) {
+        TU_DIE("aiol_loop_is_confined() does not tell the flag it was made "
+               "with");
+    }
     return l;
+}
+
+aiol_loop *tu_loop_new(void)
+{
+    return loop_make(tu_confined_requested() ? AIOL_LOOP_CONFINED : 0);
+}
+
+aiol_loop *tu_loop_new_shared(void)
+{
+    return loop_make(0);
 }
 
 int tu_eventfd(void)

@@ -18,11 +18,21 @@
 
 /**
  * Creates a loop on the fd monitor named by $AIOLOOP_FDMON (strictly:
- * that fd monitor or nothing).  Exits 77 when the fd monitor cannot run
+ * that fd monitor or nothing), thread-confined (AIOL_LOOP_CONFINED) when
+ * $AIOLOOP_TEST_CONFINED is 1.  Exits 77 when the fd monitor cannot run
  * here; aborts on any other failure or when the loop runs on another fd
- * monitor.
+ * monitor.  For a test whose scenario is single-threaded.
  */
 aiol_loop *tu_loop_new(void);
+
+/**
+ * tu_loop_new() for a test that changes the loop from several threads:
+ * never confined.
+ */
+aiol_loop *tu_loop_new_shared(void);
+
+/** True when the suite runs on thread-confined loops. */
+bool tu_confined_requested(void);
 
 /** The fd monitor the suite was asked to test, or NULL for the default. */
 const char *tu_fdmon_requested(void);

@@ -12,8 +12,8 @@
  * parent's slice before starting its own, so nesting never reorders them.
  * A bottom half scheduled while its own callback runs (or while the slice
  * is being run) runs in the next iteration, never twice in one.  A local
- * bottom half (aiol_bh_new_local()) is the polling thread's alone and
- * costs no atomic operation.
+ * bottom half (aiol_bh_new_local(), and aiol_bh_new() on a thread-confined
+ * loop) is the polling thread's alone and costs no atomic operation.
  */
 #ifndef AIOLOOP_BH_H
 #define AIOLOOP_BH_H
@@ -33,11 +33,25 @@ typedef struct aiol_bh aiol_bh;
 
 /**
  * Creates a bottom half that calls @p cb(@p opaque) on @p loop's thread
- * each time it is scheduled.  Any thread.
+ * each time it is scheduled.  Any thread.  On a thread-confined loop
+ * (AIOL_LOOP_CONFINED) it is a local bottom half, as
+ * aiol_bh_new_local()'s: only the loop's own thread may schedule, cancel
+ * or free it; aiol_bh_new_shared() makes one that other threads may.
  * @return 0 or -ENOMEM.
  */
 int aiol_bh_new(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
                 aiol_bh **out);
+
+/**
+ * Creates a bottom half that any thread may schedule, cancel and free,
+ * on any loop, a thread-confined one included: the cross-thread entry
+ * into a confined loop for work that recurs (a completion a worker thread
+ * reports, a wakeup of asyncio's call_soon_threadsafe()).  On a loop
+ * without AIOL_LOOP_CONFINED it is aiol_bh_new().  Any thread.
+ * @return 0 or -ENOMEM.
+ */
+int aiol_bh_new_shared(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
+                       aiol_bh **out);
 
 /**
  * Creates a local bottom half: like aiol_bh_new(), but scheduled,
@@ -56,9 +70,9 @@ int aiol_bh_new_local(aiol_loop *loop, aiol_handler_fn *cb, void *opaque,
 
 /**
  * Schedules @p bh to run in the loop's next iteration and wakes the loop.
- * Lock-free; any thread.  No effect if it is already scheduled, except
- * that a pending idle schedule becomes a normal one (its run counts as
- * progress).
+ * Lock-free; any thread (a local bottom half: the loop's own thread).
+ * No effect if it is already scheduled, except that a pending idle
+ * schedule becomes a normal one (its run counts as progress).
  */
 void aiol_bh_schedule(aiol_bh *bh);
 
@@ -85,7 +99,10 @@ void aiol_bh_free(aiol_bh *bh);
 
 /**
  * Schedules a one-shot callback: @p cb(@p opaque) runs once, in the loop's
- * next iteration, and its bottom half is freed by the loop.  Any thread.
+ * next iteration, and its bottom half is freed by the loop.  Any thread,
+ * on any loop, a thread-confined one included.  Its bottom half is a
+ * thread-safe one, so it runs before the local ones a poll takes with it
+ * (aiol_bh_new_local()'s, and aiol_bh_new()'s on a confined loop).
  * @return 0 or -ENOMEM.
  */
 int aiol_bh_schedule_oneshot(aiol_loop *loop, aiol_handler_fn *cb,

@@ -70,6 +70,59 @@ typedef struct aiol_loop_stats {
 int aiol_loop_new(aiol_loop **out, const char *fdmon);
 
 /**
+ * Flag of aiol_loop_new_flags(): a thread-confined loop.  Only its own
+ * thread touches it, so handler changes, bottom-half scheduling and timer
+ * arming take no lock and no atomic read-modify-write, and a registration
+ * change wakes nobody (nobody else can be waiting in its poll).  The
+ * model of libuv's and libev's loops, for the common embedder with one
+ * loop per thread.
+ *
+ * Its own thread is the thread that created it, until another thread
+ * polls it: from that poll on, the poller's.  A handover (a loop made on
+ * one thread and run on another) is therefore just that thread's first
+ * poll, and the two threads must order it themselves (pthread_create(),
+ * a mutex, a queue).  aiol_loop_owner_set() hands it over before that
+ * poll (a binding whose loop starts running on another thread).
+ * aiol_loop_free() is the same kind of handover: any thread may free the
+ * loop once its polls are over (after a join).
+ *
+ * What stays available from any thread: aiol_loop_notify(),
+ * aiol_bh_schedule_oneshot() and aiol_bh_schedule_wait(), and
+ * aiol_bh_schedule() / aiol_bh_free() of a bottom half made with
+ * aiol_bh_new_shared().  Any other call from another thread is misuse:
+ * a build with assertions on (every buildtype but release) aborts with
+ * a message saying so, instead of racing.
+ */
+#define AIOL_LOOP_CONFINED (1u << 0)
+
+/**
+ * Creates a loop, as aiol_loop_new(), with creation flags.
+ *
+ * @param out      receives the loop on success; untouched on failure
+ * @param fdmon    as aiol_loop_new()
+ * @param flags    0 (aiol_loop_new()'s loop, which any thread may change
+ *                 while another polls it) or AIOL_LOOP_CONFINED
+ * @return 0; -EINVAL for an unknown flag or fd monitor; as aiol_loop_new()
+ */
+int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags);
+
+/**
+ * Tells how @p loop was made.  Any thread.
+ * @return true when it was made with AIOL_LOOP_CONFINED.
+ */
+bool aiol_loop_is_confined(const aiol_loop *loop);
+
+/**
+ * Makes the calling thread a confined loop's own thread, as its first poll
+ * there would (AIOL_LOOP_CONFINED): for a thread that changes the loop
+ * before it polls it.  The previous thread must be done with the loop,
+ * ordered before this call by the two threads.  Not from inside a poll.
+ * On a loop without AIOL_LOOP_CONFINED it does nothing.  In a release
+ * build no owner is tracked, and this only checks it is not inside a poll.
+ */
+void aiol_loop_owner_set(aiol_loop *loop);
+
+/**
  * Destroys a loop.  Handlers still registered are dropped without their
  * callbacks being called; their fds are not closed.  io_uring requests
  * still in flight (aioloop/uring.h) are cancelled first and waited for,
