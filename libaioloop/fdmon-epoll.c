@@ -126,20 +126,25 @@ static void always_drop(aiol__epoll_state *s, int fd)
  * where a failure could not be reported (a flush, a wait), never
  * allocates.  0 or -ENOMEM, the registrations unchanged.
  */
-static int reserve_fd(aiol__epoll_state *s, int fd)
+static inline int reserve_fd(aiol__epoll_state *s, int fd)
 {
+    if ((size_t)fd < s->nfds) {
+        return 0; /* (the lists grew with the array) */
+    }
     return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), fd,
                             &s->dirty, &s->dirty_cap, &s->always,
                             &s->always_cap);
 }
 
 /* Under loop->lock.  Puts @fd on the dirty list (room: reserve_fd()). */
-static void mark_dirty(aiol__epoll_state *s, int fd)
+static inline void mark_dirty(aiol__epoll_state *s, int fd)
 {
-    int ret = aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
-                                 &s->fds[fd].dirty, fd);
-
-    aiol__check(ret == 0, "dirty list full despite reserve_fd()");
+    if (!s->fds[fd].dirty) {
+        aiol__check(s->ndirty < s->dirty_cap,
+                    "dirty list full despite reserve_fd()");
+        s->dirty[s->ndirty++] = fd;
+        s->fds[fd].dirty = true;
+    }
     atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
 }
 
@@ -202,11 +207,12 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     if (nev == 0) {
         /*
          * No DEL on the polling thread: the registration is kept (lazy
-         * removal, see the top).  Elsewhere, or once handed out, DEL now.
+         * removal, see the top; a confined loop has no other thread).
+         * Elsewhere, or once handed out, DEL now.
          */
         aiol__epoll_kept_set(s, fd, st->kernel != 0);
-        if (st->kept &&
-            (s->handed_out || s->waiter != aiol__thread_id())) {
+        if (st->kept && (s->handed_out || (!loop->confined &&
+                                           s->waiter != aiol__thread_id()))) {
             (void)aiol__epoll_del(loop, s, fd); /* (a failure: closed first) */
         }
         if (st->always != 0) {

@@ -29,7 +29,8 @@
  *   - loop->live and loop->nhandlers (under the lock), to walk every set
  *     handler, which only the direct-embedding hooks below need;
  *   - loop->single_thread: the loop is polled by one thread for life (an
- *     iothread's), set before its first poll;
+ *     iothread's), set before its first poll; loop->confined: only the
+ *     loop's own thread calls it (AIOL_LOOP_CONFINED), immutable;
  *   - loop->stats.fdmon_waits, loop->stats.fdmon_ctls and
  *     loop->stats.fdmon_arms (under the lock) and loop->stats.bad_fds;
  *   - aiol__check() for misuse, AIOL__HOT for functions on the path of

@@ -61,29 +61,37 @@ static void spare_poison(aiol__handler *node, bool poison)
 #endif
 }
 
+/* Caller holds loop->lock.  Takes the top of the spare stack, or NULL. */
+static aiol__handler *spare_pop_locked(aiol_loop *loop)
+{
+    aiol__handler *node = loop->spare;
+
+    aiol__assert_locked(loop);
+    if (node != NULL) {
+        loop->spare = node->node_deleted.le_next;
+        spare_poison(node, false);
+    }
+    return node;
+}
+
 /* Caller holds loop->lock.  Memory for a new handler: a spare or malloc's. */
 static aiol__handler *node_alloc_locked(aiol_loop *loop)
 {
-    aiol__handler *node = AIOL_LIST_FIRST(&loop->spare);
+    aiol__handler *node = spare_pop_locked(loop);
 
-    aiol__assert_locked(loop);
-    if (node == NULL) {
-        /*
-         * malloc, not calloc: glibc's calloc bypasses the per-thread
-         * cache, and node_init() sets every field anyway.
-         */
-        return malloc(sizeof(*node));
-    }
-    AIOL_LIST_REMOVE(node, node_deleted);
-    spare_poison(node, false);
-    return node;
+    /*
+     * malloc, not calloc: glibc's calloc bypasses the per-thread cache,
+     * and node_init() sets every field anyway.
+     */
+    return node != NULL ? node : malloc(sizeof(*node));
 }
 
 /* Caller holds loop->lock and is done with @node: it becomes a spare. */
 static void node_release_locked(aiol_loop *loop, aiol__handler *node)
 {
     aiol__assert_locked(loop);
-    AIOL_LIST_INSERT_HEAD(&loop->spare, node, node_deleted);
+    node->node_deleted.le_next = loop->spare;
+    loop->spare = node;
     spare_poison(node, true);
 }
 
@@ -116,7 +124,11 @@ static void retire_locked(aiol_loop *loop, aiol__handler *node)
      */
     if (atomic_load_explicit(&loop->walkers, memory_order_seq_cst) == 0) {
         node_release_locked(loop, node);
-        free_deleted_locked(loop);
+        /* (the flag is written under the lock we hold) */
+        if (atomic_load_explicit(&loop->deleted_pending,
+                                 memory_order_relaxed)) {
+            free_deleted_locked(loop);
+        }
         return;
     }
     /* Release pairs with the acquire load in dispatch_handler(). */
@@ -236,14 +248,11 @@ static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
     node->poll_started = false;
 }
 
-/* Caller holds loop->lock.  Adds or takes @node off the busy-poll set. */
-static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
+/* Caller holds loop->lock.  pollers_change_locked() of a polled handler. */
+static void pollers_update_locked(aiol_loop *loop, aiol__handler *node,
                                   bool add)
 {
     aiol__assert_locked(loop);
-    if (node->ops.poll == NULL) {
-        return;
-    }
     if (add) {
         assert(!AIOL_LIST_IS_INSERTED(node, node_poll) &&
                "a handler is on the busy-poll list once");
@@ -261,6 +270,15 @@ static void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
                           atomic_load_explicit(&loop->pollers_gen,
                                                memory_order_relaxed) + 1,
                           memory_order_release);
+}
+
+/* Caller holds loop->lock.  Adds or takes @node off the busy-poll set. */
+static inline void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
+                                         bool add)
+{
+    if (node->ops.poll != NULL) {
+        pollers_update_locked(loop, node, add);
+    }
 }
 
 /* Caller holds loop->lock.  Unhooks and retires the handler of @fd. */
@@ -457,9 +475,7 @@ void aiol__handlers_free_all(aiol_loop *loop)
         }
     }
     free_deleted_locked(loop);
-    while ((node = AIOL_LIST_FIRST(&loop->spare)) != NULL) {
-        AIOL_LIST_REMOVE(node, node_deleted);
-        spare_poison(node, false);
+    while ((node = spare_pop_locked(loop)) != NULL) {
         free(node);
     }
     aiol__unlock(loop);

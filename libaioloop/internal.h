@@ -253,11 +253,12 @@ struct aiol_loop {
     AIOL_LIST_HEAD(, aiol__handler) deleted; /* removed while walked; lock */
     AIOL_LIST_HEAD(, aiol__handler) live;    /* every handler in table; lock */
     /*
-     * Freed handlers kept for the next set (handler.c), linked through
-     * node_deleted: churn then costs no malloc/free.  At most the peak
+     * Freed handlers kept for the next set (handler.c), a stack linked
+     * through node_deleted.le_next alone (a pop touches no other
+     * handler): churn then costs no malloc/free.  At most the peak
      * number of handlers the loop had at once, freed with the loop.  lock.
      */
-    AIOL_LIST_HEAD(, aiol__handler) spare;
+    aiol__handler *spare;
     /*
      * Set, under the lock, by the first aiol_loop_embed_fds() that caches
      * a list; until then no cache can name a handler and table changes

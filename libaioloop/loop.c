@@ -81,7 +81,6 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
     }
     pthread_mutex_init(&loop->lock, NULL);
     AIOL_LIST_INIT(&loop->deleted);
-    AIOL_LIST_INIT(&loop->spare);
     AIOL_LIST_INIT(&loop->live);
     AIOL_LIST_INIT(&loop->pollers);
     AIOL_LIST_INIT(&loop->phases);
