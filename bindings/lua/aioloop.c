@@ -24,7 +24,8 @@
  * anchored in the registry and released on removal, cancel, run and
  * close.  Everything runs on the thread that calls :poll(); callbacks
  * run on the Lua thread (coroutine) that called the :poll() running
- * them.
+ * them.  The loop is thread-confined (AIOL_LOOP_CONFINED): no lock and
+ * no atomic read-modify-write on its handler, call_soon and timer paths.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -371,7 +372,11 @@ static int l_new(lua_State *L)
     ll->errref = LUA_NOREF;
     ll->qref = LUA_NOREF;
     luaL_setmetatable(L, LOOP_MT);
-    ret = aiol_loop_new(&ll->loop, fdmon);
+    /*
+     * Thread-confined: a Lua state runs on one thread at a time and has
+     * no thread-safe call but :notify(), which a confined loop keeps.
+     */
+    ret = aiol_loop_new_flags(&ll->loop, fdmon, AIOL_LOOP_CONFINED);
     if (ret < 0) {
         ll->loop = NULL;
         return luaL_error(L, "aioloop.new(%s): %s",

@@ -16,9 +16,11 @@ the callback removed it).  Bad input raises OSError (with the errno),
 TypeError, ValueError or RuntimeError, never crashes the process.
 
 Threads: a loop belongs to the thread that created it.  From any other
-thread only call_soon_threadsafe(), notify() and the reader/writer calls
-are allowed (as in libaioloop); the rest raise RuntimeError.  The GIL is
-released while a poll blocks.
+thread only call_soon_threadsafe() and notify() are allowed, and on a
+Loop(threadsafe=True) also the reader/writer calls (as in libaioloop);
+the rest raise RuntimeError.  A Loop is thread-confined unless made with
+threadsafe=True (AIOL_LOOP_CONFINED: no lock on its own thread's calls).
+The GIL is released while a poll blocks.
 """
 import errno as _errno
 import os as _os
@@ -83,15 +85,20 @@ class Loop(_speed.Core):
     """A libaioloop loop: fd handlers, bottom halves, timers, nested polls.
 
     fdmon: "epoll", "io_uring", "poll" or None (AIOLOOP_FDMON, else the
-    default).  A context manager: leaving the block closes the loop.
+    default).  threadsafe: other threads may add and remove readers and
+    writers too; by default the loop is thread-confined (AIOL_LOOP_CONFINED)
+    and only call_soon_threadsafe() and notify() come from elsewhere.  A
+    context manager: leaving the block closes the loop.
 
     call_soon(), call_soon_threadsafe() and poll() are in C (_speed.c),
     as is the dispatch into every callback.
     """
 
-    def __init__(self, fdmon=None):
+    def __init__(self, fdmon=None, threadsafe=False):
         if fdmon is not None and not isinstance(fdmon, str):
             raise TypeError("fdmon must be a str or None")
+        if not isinstance(threadsafe, bool):
+            raise TypeError("threadsafe must be a bool")
         self._loop = None
         self._owner = _threading.get_ident()
         self._fds = {}          # fd -> _speed.Fd
@@ -102,7 +109,7 @@ class Loop(_speed.Core):
         # handler ends the poll, so Python can run its signal handler.
         self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
         try:
-            self._start(fdmon)
+            self._start(fdmon, threadsafe)
         except BaseException:
             if self._loop is not None:
                 lib.aiol_loop_free(self._loop)  # (nothing registered yet)
@@ -111,13 +118,14 @@ class Loop(_speed.Core):
             _os.close(self._sig_w)
             raise
 
-    def _start(self, fdmon):
+    def _start(self, fdmon, threadsafe):
         out = ffi.new("aiol_loop **")
         name = fdmon.encode() if fdmon is not None else ffi.NULL
-        rc = lib.aiol_loop_new(out, name)
+        flags = 0 if threadsafe else lib.AIOL_LOOP_CONFINED
+        rc = lib.aiol_loop_new_flags(out, name, flags)
         if rc == -_errno.EINVAL and fdmon is not None:
             raise ValueError("unknown or unavailable fd monitor %r" % fdmon)
-        _check(rc, "aiol_loop_new(%r)" % (fdmon,))
+        _check(rc, "aiol_loop_new_flags(%r)" % (fdmon,))
         self._loop = out[0]
         # The C side: the call_soon FIFO's bottom half, the signal pipe's
         # handler, the block hooks that release the GIL.
@@ -135,6 +143,13 @@ class Loop(_speed.Core):
     @property
     def closed(self):
         return self._loop is None
+
+    @property
+    def threadsafe(self):
+        """True when other threads may change its readers and writers
+        (Loop(threadsafe=True)); False for a thread-confined loop."""
+        self._open_check()
+        return not lib.aiol_loop_is_confined(self._loop)
 
     def close(self):
         """Removes every handler, cancels every callback, frees the loop."""
@@ -236,12 +251,14 @@ class Loop(_speed.Core):
 
         poll: optional busy-poll check, a callable returning True when
         there is work (see set_poll_params()); it then runs callback.
-        Replaces any reader of fd.  Any thread.
+        Replaces any reader of fd.  The loop's thread, or any thread on
+        a Loop(threadsafe=True).
         """
         self._fd_add(fd, "reader", callback, args, poll)
 
     def add_writer(self, fd, callback, *args):
-        """Calls callback(*args) while fd is writable.  Any thread."""
+        """Calls callback(*args) while fd is writable.  The loop's thread,
+        or any thread on a Loop(threadsafe=True)."""
         self._fd_add(fd, "writer", callback, args)
 
     def remove_reader(self, fd):
@@ -324,17 +341,20 @@ class IOThread:
     """A Loop polled by a thread of its own until stop().
 
     Other threads hand it work with iothread.loop.call_soon_threadsafe(),
-    add_reader()/add_writer() and notify().  An exception a callback
-    raises on the thread is kept and raised again by stop().  A context
-    manager: leaving the block stops the thread.
+    add_reader()/add_writer() and notify(): its loop is a
+    Loop(threadsafe=True) unless threadsafe=False asks for a thread-confined
+    one (then only call_soon_threadsafe() and notify()).  An exception a
+    callback raises on the thread is kept and raised again by stop().  A
+    context manager: leaving the block stops the thread.
     """
 
-    def __init__(self, fdmon=None, name="aioloop-iothread"):
+    def __init__(self, fdmon=None, name="aioloop-iothread", threadsafe=True):
         self.loop = None
         self._error = None
         self._stopping = False
         self._started = _threading.Event()
-        self._thread = _threading.Thread(target=self._run, args=(fdmon,),
+        self._thread = _threading.Thread(target=self._run,
+                                         args=(fdmon, threadsafe),
                                          name=name, daemon=True)
         self._thread.start()
         self._started.wait()
@@ -342,9 +362,9 @@ class IOThread:
             self._thread.join()
             raise self._error
 
-    def _run(self, fdmon):
+    def _run(self, fdmon, threadsafe):
         try:
-            self.loop = Loop(fdmon)
+            self.loop = Loop(fdmon, threadsafe=threadsafe)
         except BaseException as e:
             self._error = e
             self._started.set()

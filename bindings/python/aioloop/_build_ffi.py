@@ -35,6 +35,9 @@ typedef struct aiol_loop_stats {
 #define AIOL_DEADLINE_NONE ...
 
 int aiol_loop_new(aiol_loop **out, const char *fdmon);
+#define AIOL_LOOP_CONFINED ...
+int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags);
+bool aiol_loop_is_confined(const aiol_loop *loop);
 void aiol_loop_free(aiol_loop *loop);
 const char *aiol_loop_fdmon_get(const aiol_loop *loop);
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);

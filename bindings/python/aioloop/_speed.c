@@ -541,9 +541,10 @@ static PyObject *core_attach(Core *c, PyObject *args)
         return NULL;
     }
     loop = (aiol_loop *)(uintptr_t)addr;
-    rc = aiol_bh_new(loop, core_bh, c, &c->bh);
+    /* (thread-safe: call_soon_threadsafe() schedules it from anywhere) */
+    rc = aiol_bh_new_shared(loop, core_bh, c, &c->bh);
     if (rc < 0) {
-        return aiol__py_raise_errno(-rc, "aiol_bh_new");
+        return aiol__py_raise_errno(-rc, "aiol_bh_new_shared");
     }
     c->sig_fd = sig_fd;
     rc = aiol_fd_set_ops(loop, sig_fd, &sig_ops, c);
@@ -556,6 +557,7 @@ static PyObject *core_attach(Core *c, PyObject *args)
     c->loop = loop;
     c->clock = aiol_loop_clock_get(loop);
     c->owner = PyThread_get_thread_ident();
+    c->confined = aiol_loop_is_confined(loop);
     Py_INCREF(errs);
     Py_XSETREF(c->errs, errs);
     Py_INCREF(timers);
@@ -616,6 +618,9 @@ static PyObject *core_own(Core *c, PyObject *unused)
         PyErr_SetString(PyExc_RuntimeError,
                         "the loop is polling on another thread");
         return NULL;
+    }
+    if (c->owner != me && c->confined) {
+        aiol_loop_owner_set(c->loop); /* (the GIL orders the handover) */
     }
     c->owner = me;
     Py_RETURN_NONE;

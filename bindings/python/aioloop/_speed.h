@@ -36,6 +36,7 @@ typedef struct {
     PyObject *on_block;     /* called before the first blocking poll */
     PyThreadState *blocked; /* saved between the block hooks */
     unsigned long owner;    /* PyThread_get_thread_ident() of the loop's */
+    bool confined;          /* AIOL_LOOP_CONFINED: only owner changes it */
     int sig_fd;             /* the signal wakeup pipe's read end, or -1 */
     int depth;              /* polls on the stack */
     PyObject *dict;

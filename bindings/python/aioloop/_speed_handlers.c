@@ -263,6 +263,13 @@ PyObject *aiol__py_fd_update(Core *c, PyObject *arg)
     if (aiol__py_is_set(r->poll) && aiol__py_check_callable(r->poll, "poll") < 0) {
         return NULL;
     }
+    if (c->confined && PyThread_get_thread_ident() != c->owner) {
+        PyErr_SetString(PyExc_RuntimeError,
+                        "a reader or writer changed from a thread other "
+                        "than the loop's on a thread-confined loop (make "
+                        "it with Loop(threadsafe=True) for that)");
+        return NULL;
+    }
     read = aiol__py_is_set(r->reader) ? fd_read : NULL;
     write = aiol__py_is_set(r->writer) ? fd_write : NULL;
     poll = aiol__py_is_set(r->poll) ? fd_poll : NULL;

@@ -302,6 +302,72 @@ def test_wrong_thread_and_closed_loop_raise(loop):
     loop.close()  # twice is fine
 
 
+# ------------------------------------------------- thread-confined loops
+
+def test_loop_is_thread_confined_unless_threadsafe(loop, pipe):
+    """Loop() is confined (AIOL_LOOP_CONFINED): another thread's reader
+    change raises instead of reaching the unlocked handler table, and
+    call_soon_threadsafe() still works; Loop(threadsafe=True) takes the
+    other thread's add_reader()."""
+    r, w = pipe
+    assert loop.threadsafe is False
+    errs, ran = [], []
+
+    def other():
+        try:
+            loop.add_reader(r, print)
+        except RuntimeError as e:
+            errs.append(e)
+        loop.call_soon_threadsafe(ran.append, "soon")
+
+    t = threading.Thread(target=other)
+    t.start()
+    assert loop.run_until(lambda: ran, timeout=10)
+    t.join()
+    assert len(errs) == 1 and "threadsafe=True" in str(errs[0])
+    assert ran == ["soon"]
+
+    with aioloop.Loop(loop.fdmon, threadsafe=True) as shared:
+        assert shared.threadsafe is True
+        seen = []
+        t = threading.Thread(target=lambda: shared.add_reader(
+            r, lambda: seen.append(drain(r))))
+        t.start()
+        t.join()
+        os.write(w, b"x")
+        assert shared.run_until(lambda: seen, timeout=10)
+        assert shared.remove_reader(r)
+    with pytest.raises(TypeError):
+        aioloop.Loop(loop.fdmon, threadsafe=1)
+
+
+@pytest.mark.parametrize("fdmon", FDMONS)
+def test_confined_loop_made_here_runs_there(fdmon, pipe):
+    """asyncio's model: a loop made on one thread and run on another.  The
+    running thread takes it over (aioloop's _take(), the library's
+    aiol_loop_owner_set()) before it adds a reader and arms a timer."""
+    r, w = pipe
+    lp = aioloop.Loop(fdmon)
+    seen, errs = [], []
+
+    def run():
+        try:
+            lp._take()
+            lp.add_reader(r, lambda: seen.append(drain(r)))
+            lp.call_later(0.01, os.write, w, b"x")
+            assert lp.run_until(lambda: seen, timeout=10)
+            lp.remove_reader(r)
+        except BaseException as e:  # (reported on the main thread)
+            errs.append(e)
+
+    t = threading.Thread(target=run)
+    t.start()
+    t.join()
+    assert errs == [] and seen
+    lp._take()
+    lp.close()
+
+
 # ------------------------------------------------- lifetimes and GIL
 
 def test_callbacks_live_exactly_as_long_as_needed(loop, pipe):
