@@ -20,6 +20,7 @@
 
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -59,7 +60,12 @@ static void gt_init(gt *t, eh_host *h, int slot)
     memset(t, 0, sizeof(*t));
     t->h = h;
     t->slot = slot;
-    assert_int_equal(aiol_loop_new(&t->loop, NULL), 0);
+    /* (AIOLOOP_TEST_CONFINED=1: the suite's second run, tests/meson.build) */
+    assert_int_equal(aiol_loop_new_flags(&t->loop, NULL,
+                                         getenv("AIOLOOP_TEST_CONFINED")
+                                             ? AIOL_LOOP_CONFINED
+                                             : 0),
+                     0);
     h->ops->attach(h, t->loop, slot);
     for (int i = 0; i < EH_NFDS; i++) {
         assert_int_equal(pipe2(t->pipes[i], O_NONBLOCK | O_CLOEXEC), 0);
@@ -174,7 +180,8 @@ void eh_bottom_halves(void **state)
     gt t;
 
     gt_init(&t, h, 0);
-    assert_int_equal(aiol_bh_new(t.loop, on_bh, &t, &t.bh), 0);
+    /* (scheduled from another thread below: thread-safe on any loop) */
+    assert_int_equal(aiol_bh_new_shared(t.loop, on_bh, &t, &t.bh), 0);
     aiol_bh_schedule(t.bh); /* from the loop's thread */
     run(&t);
     assert_int_equal(t.bh_runs, 1);

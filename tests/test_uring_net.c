@@ -375,6 +375,7 @@ static void test_group_moves_with_rebuilt_ring(void **state)
     aiol_loop_poll(loop, false); /* bound to this thread */
     assert_int_equal(pthread_create(&t, NULL, poll_once, loop), 0);
     assert_int_equal(pthread_join(t, NULL), 0);
+    aiol_loop_owner_set(loop); /* (a confined loop is back with us) */
 
     write_all(sv[1], out, sizeof(out));
     assert_int_equal(aiol_uring_recv_submit(loop, sv[0], bufs, sink_cb, &k,

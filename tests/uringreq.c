@@ -36,7 +36,9 @@ int ur_setup(void **state)
 aiol_loop *ur_loop_new(void)
 {
     aiol_loop *l = NULL;
-    int rc = aiol_loop_new(&l, "io_uring");
+    int rc = aiol_loop_new_flags(&l, "io_uring",
+                                 tu_confined_requested() ? AIOL_LOOP_CONFINED
+                                                         : 0);
 
     if (rc == -ENOSYS || rc == -EPERM || rc == -EINVAL) {
         printf("SKIP: io_uring loop unavailable: %s\n", strerror(-rc));
