@@ -4,7 +4,8 @@
  * checked against the reference model (model.h) as they run.
  *
  * Input format.  Byte 0 picks the fd monitor (0 poll, 1 epoll, 2 io_uring,
- * modulo 3).  The rest is the program: a sequence of ops, each an opcode
+ * modulo 3) and, by (byte 0 / 3) odd, a thread-confined loop
+ * (AIOL_LOOP_CONFINED: its bottom halves but the one-shots are local).  The rest is the program: a sequence of ops, each an opcode
  * byte (modulo OP_COUNT) followed by a fixed number of operand bytes; a
  * program that ends mid-op stops there, so every byte string is a valid
  * program.  END stops the program (or script) early: the bytes after it
@@ -701,8 +702,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     memset(&g, 0, sizeof(g));
     g_trace = getenv("FZ_TRACE") != NULL;
-    m_init(&g.m, data[0] % 3 != 2); /* io_uring may report stale readiness */
-    if (aiol_loop_new(&g.loop, fz_fdmon_name(data[0])) < 0) {
+    /* (io_uring may report stale readiness) */
+    m_init(&g.m, data[0] % 3 != 2, (data[0] / 3) % 2 == 1);
+    if (aiol_loop_new_flags(&g.loop, fz_fdmon_name(data[0]),
+                            g.m.confined ? AIOL_LOOP_CONFINED : 0) < 0) {
         return 0; /* io_uring unavailable here: nothing to test */
     }
     CHECK(aiol_clock_new(g.loop, fake_now, &g, &g.clock) == 0);

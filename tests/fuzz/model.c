@@ -24,10 +24,11 @@ void m_fail(const char *fmt, ...)
     abort();
 }
 
-void m_init(model *m, bool exact)
+void m_init(model *m, bool exact, bool confined)
 {
     memset(m, 0, sizeof(*m));
     m->exact = exact;
+    m->confined = confined;
 }
 
 /* ------------------------------------------------------------------ fds */
@@ -166,7 +167,8 @@ int m_bh_new(model *m, bool oneshot)
 {
     int b = m->nbh++;
 
-    m->bh[b] = (m_bh){ .exists = true, .usable = !oneshot };
+    m->bh[b] = (m_bh){ .exists = true, .usable = !oneshot,
+                       .local = m->confined && !oneshot };
     if (oneshot) {
         m->bh[b].flags = MB_PENDING | MB_SCHEDULED | MB_ONESHOT;
         m->gq[m->ngq++] = b;
@@ -397,9 +399,17 @@ void m_poll_enter(model *m)
     for (int i = 0; i < m->nslots; i++) {
         m->slots[i].was = ready_now(m, i);
     }
-    /* Bottom halves scheduled so far join the queue this call runs. */
-    memcpy(m->sq + m->nsq, m->gq, (size_t)m->ngq * sizeof(m->gq[0]));
-    m->nsq += m->ngq;
+    /*
+     * Bottom halves scheduled so far join the queue this call runs: the
+     * thread-safe ones first, then the local ones, each kind in its order.
+     */
+    for (int local = 0; local <= 1; local++) {
+        for (int i = 0; i < m->ngq; i++) {
+            if (m->bh[m->gq[i]].local == (bool)local) {
+                m->sq[m->nsq++] = m->gq[i];
+            }
+        }
+    }
     m->ngq = 0;
 }
 

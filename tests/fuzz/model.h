@@ -74,6 +74,8 @@ enum { MB_PENDING = 1, MB_SCHEDULED = 2, MB_DELETED = 4, MB_ONESHOT = 8,
 typedef struct m_bh {
     bool exists;    /* not yet freed by the loop */
     bool usable;    /* the harness may still call it (not deleted, not one-shot) */
+    bool local;     /* a confined loop's aiol_bh_new(): runs after the
+                       thread-safe ones a poll takes with it */
     unsigned flags; /* MB_* */
     long runs;
 } m_bh;
@@ -111,6 +113,8 @@ typedef struct model {
      * handler was called.
      */
     bool exact;
+    bool confined;    /* AIOL_LOOP_CONFINED: bottom halves but one-shots
+                         are local */
     m_slot slots[FZ_MAX_SLOTS];
     int nslots;
     m_handler h[FZ_MAX_HANDLERS];
@@ -131,7 +135,7 @@ typedef struct model {
 _Noreturn void m_fail(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)));
 
-void m_init(model *m, bool exact);
+void m_init(model *m, bool exact, bool confined);
 
 /* Call after every change to an fd's buffer (bytes, full). */
 void m_fd_changed(model *m, int slot);

@@ -5,8 +5,9 @@
  *
  * usage: fuzz-replay PATH...   (files, or directories of files)
  *
- * Each input runs as it is and then once per fd monitor (byte 0 replaced), so
- * every corpus entry exercises poll, epoll and io_uring.  A violation
+ * Each input runs as it is and then once per fd monitor, on a shared and on
+ * a thread-confined loop (byte 0 replaced), so every corpus entry
+ * exercises poll, epoll and io_uring, with both kinds of loop.  A violation
  * aborts with the model's message; the input's path is printed first.
  * Exits 0 when every input ran, 2 on a usage or I/O error.
  */
@@ -44,9 +45,9 @@ static int replay_file(const char *path)
     fprintf(stderr, "replay: %s\n", path);
     LLVMFuzzerTestOneInput(buf, (size_t)size);
     g_runs++;
-    for (int b = 0; b < 3 && size > 0; b++) {
-        if (g_runnable[b]) {
-            buf[0] = (unsigned char)b;
+    for (int b = 0; b < 6 && size > 0; b++) {
+        if (g_runnable[b % 3]) {
+            buf[0] = (unsigned char)b; /* (3..5: confined) */
             LLVMFuzzerTestOneInput(buf, (size_t)size);
             g_runs++;
         }
