@@ -13,7 +13,8 @@
  * aiol_vhost_dev_new()/_listen() (retried), or a dropped connection or
  * failure ack, after which the frontend starts over and the session
  * completes; nothing crashes or hangs, and teardown leaves no fd open and
- * (LeakSanitizer in the ASan build) no memory.
+ * (LeakSanitizer in the ASan build) no memory.  The blk device's sweeps
+ * run the same way, one of them with a queue moved to an iothread.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -183,21 +184,43 @@ static int blk_session(fx *t, void *arg)
 }
 
 /*
+ * Moves queue 0 of @dev to @loop, retrying on -ENOMEM; a refused move
+ * leaves the queue where it was.
+ */
+static void queue_move(aiol_vhost_dev *dev, aiol_loop *home, aiol_loop *loop,
+                       int *tries)
+{
+    int r;
+
+    while ((r = aiol_vhost_dev_queue_loop_set(dev, 0, loop)) < 0) {
+        assert_int_equal(r, -ENOMEM);
+        assert_ptr_equal(aiol_vhost_vq_loop_get(aiol_vhost_dev_vq_get(dev, 0)),
+                         home);
+        assert_true(++*tries < 3);
+    }
+    assert_ptr_equal(aiol_vhost_vq_loop_get(aiol_vhost_dev_vq_get(dev, 0)),
+                     loop);
+}
+
+/*
  * The sweep over the blk device (aioloop/vhost-blk.h) on top of the
  * library: on io_uring a request that finds no memory, or that the ring
  * refuses, runs synchronously instead, so requests never fail; the
- * device's creation fails cleanly with -ENOMEM and is retried.
+ * device's creation fails cleanly with -ENOMEM and is retried.  With
+ * @qthread, queue 0 moves to an iothread's loop under the armed fault
+ * (aiol_vhost_dev_queue_loop_set(): the blk device's context for that
+ * loop, the park slots) and its requests run there.
  */
-static void test_blk_alloc_sweep(void **state)
+static void blk_alloc_sweep(bool qthread)
 {
     long k, total_failed = 0, retried = 0;
     int fds0 = fx_nfds_open();
 
-    (void)state;
     for (k = 1; k < 5000; k++) {
         char img_path[128];
         aiol_vhost_blk *blk = NULL;
         aiol_vhost_blk_opts o = { .num_queues = 2 };
+        aiol_iothread *io = NULL;
         fx t;
         long failed;
         int r, img, tries = 0;
@@ -211,6 +234,9 @@ static void test_blk_alloc_sweep(void **state)
         img = open(img_path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
         assert_true(img >= 0 && ftruncate(img, 64 * 512) == 0);
         assert_int_equal(aiol_loop_new(&t.loop, NULL), 0);
+        if (qthread) {
+            assert_int_equal(aiol_iothread_new(NULL, &io), 0);
+        }
 
         tf_fail_at(TF_ALLOC, k, ENOMEM);
         while ((r = aiol_vhost_blk_new(t.loop, img, &o, &blk)) < 0) {
@@ -218,6 +244,9 @@ static void test_blk_alloc_sweep(void **state)
             assert_true(++tries < 3);
         }
         t.dev = aiol_vhost_blk_dev_get(blk);
+        if (qthread) {
+            queue_move(t.dev, t.loop, aiol_iothread_loop_get(io), &tries);
+        }
         while ((r = aiol_vhost_dev_listen(t.dev, t.path)) < 0) {
             assert_int_equal(r, -ENOMEM);
             assert_true(++tries < 3);
@@ -225,6 +254,7 @@ static void test_blk_alloc_sweep(void **state)
         failed = sessions(&t, blk_session, &img, &tries, &retried);
         total_failed += failed;
         aiol_vhost_blk_free(blk);
+        aiol_iothread_free(io); /* (after the device: no queue there now) */
         t.dev = NULL;
         close(img);
         unlink(img_path);
@@ -235,10 +265,22 @@ static void test_blk_alloc_sweep(void **state)
         }
     }
     assert_true(k < 5000 && k > 3);
-    print_message("blk alloc sweep (%s): %ld allocation points\n",
+    print_message("blk alloc sweep (%s%s): %ld allocation points\n",
                   getenv("AIOLOOP_FDMON") ? getenv("AIOLOOP_FDMON") : "",
-                  k - 1);
+                  qthread ? ", queue 0 on an iothread" : "", k - 1);
     assert_int_equal(total_failed, k - 1);
+}
+
+static void test_blk_alloc_sweep(void **state)
+{
+    (void)state;
+    blk_alloc_sweep(false);
+}
+
+static void test_blk_alloc_sweep_queue_thread(void **state)
+{
+    (void)state;
+    blk_alloc_sweep(true);
 }
 
 int main(void)
@@ -246,6 +288,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_alloc_sweep),
         cmocka_unit_test(test_blk_alloc_sweep),
+        cmocka_unit_test(test_blk_alloc_sweep_queue_thread),
     };
 
     return cmocka_run_group_tests(tests, NULL, NULL);
