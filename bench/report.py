@@ -12,7 +12,8 @@ import subprocess
 import sys
 
 NAMES = {"aiol": "aioloop", "ev": "libev", "uv": "libuv", "event": "libevent",
-         "glib": "glib", "epoll": "epoll (hand-written)"}
+         "glib": "glib", "epoll": "epoll (hand-written)",
+         "before": "aioloop before"}  # (run.py --before: an earlier build)
 REF = "aioloop:epoll"
 CONFINED = "aioloop:epoll+confined"  # a thread-confined loop (loop.h)
 CHAIN_PEERS = ("libev", "libuv", "libevent")  # the chain target's "best peer"
@@ -383,10 +384,32 @@ def run_gnuplot(out_dir, name, script):
     return [name + ".png"]
 
 
+def before_after(res):
+    """Every row libaioloop on epoll and the earlier build (run.py
+    --before) both measured, interleaved in this run: '' when there is no
+    earlier build."""
+    before = "aioloop before:epoll"
+    rows = [(w, n, m) for (w, n, m) in res.rows
+            if res.get(w, n, before, m) is not None and
+            res.get(w, n, REF, m) is not None]
+    if not rows:
+        return ""
+    out = ["\nBefore and after, interleaved (aioloop:epoll against the "
+           "earlier build's; after / before, for times below 1 is faster):\n",
+           "| workload | n | metric | before | after | after / before |",
+           "|---|---|---|---:|---:|---:|"]
+    for w, n, m in rows:
+        b, a = res.get(w, n, before, m), res.get(w, n, REF, m)
+        out.append(f"| {w} | {n} | {m} | {fmt(b)} | {fmt(a)} | "
+                   f"{'-' if not b else f'{a / b:.2f}'} |")
+    return "\n".join(out) + "\n"
+
+
 def write_all(out_dir, info, results, columns):
     res = Results(results)
     tab = header(info) + "\nMedians; (N×) = value / libaioloop epoll's value " \
-        "(for times, above 1 means libaioloop is faster).\n\n" + table(res, columns)
+        "(for times, above 1 means libaioloop is faster).\n\n" + \
+        table(res, columns) + before_after(res)
     tgt = targets(res)
     made = plots(out_dir, res, columns)
     with open(os.path.join(out_dir, "table.md"), "w") as f:

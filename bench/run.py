@@ -17,10 +17,13 @@ counts and the difference in total syscalls, divided by the difference in
 polls, is the per-poll count (set-up cancels out).  libaioloop also counts
 its own fd-monitor syscalls (loop stats).
 
-usage: run.py BUILD_DIR [--quick] [--out DIR] [--docs]
-  --out   where table.md, targets.md, results.json and the PNG plots go
-          (default BUILD_DIR/bench-results)
-  --docs  also copy the plots to docs/bench/ and the tables there
+usage: run.py BUILD_DIR [--quick] [--out DIR] [--docs] [--before DIR]
+  --out     where table.md, targets.md, results.json and the PNG plots go
+            (default BUILD_DIR/bench-results)
+  --docs    also copy the plots to docs/bench/ and the tables there
+  --before  the build directory of an earlier libaioloop (its
+            bench/bench-aiol): run on epoll interleaved with the rest, and
+            a before/after table follows the main one
 """
 import argparse
 import json
@@ -73,7 +76,13 @@ QUICK_N = {"wakeup": 2000, "timers": 200000, "timers_rand": 200000}
 STRACE_N, STRACE_ITERS = 1000, (1000, 3000)
 
 
+BEFORE = ("before", "epoll")  # --before: an earlier build's bench-aiol
+BEFORE_BUILD = None
+
+
 def binary(build, lib):
+    if lib == "before":
+        return os.path.join(BEFORE_BUILD, "bench", "bench-aiol")
     return os.path.join(build, "bench", "bench-" + lib)
 
 
@@ -171,7 +180,14 @@ def main():
     ap.add_argument("--docs", action="store_true")
     ap.add_argument("--only", metavar="W,W,...",
                     help="run only these workloads (and no strace pass)")
+    ap.add_argument("--before", metavar="BUILD_DIR",
+                    help="also run an earlier build's bench-aiol on epoll, "
+                    "interleaved, for a before/after table")
     a = ap.parse_args()
+    global BEFORE_BUILD
+    if a.before:
+        BEFORE_BUILD = a.before
+        VARIANTS.insert(VARIANTS.index(CONFINED) + 1, BEFORE)
     only = set(a.only.split(",")) if a.only else None
     if only and a.docs:
         ap.error("--docs publishes a whole run; --only measures a part")

@@ -17,6 +17,15 @@
  *             timer_mod  N armed QEMU_CLOCK_REALTIME timers in the
  *                        context's timer list group; cost of re-arming a
  *                        random one to a random future deadline
+ *             bh_single  one bottom half (aio_bh_new()); cost of
+ *                        qemu_bh_schedule() and the aio_poll() that runs
+ *                        it (N ignored)
+ *             bh_burst   N bottom halves scheduled, then one aio_poll()
+ *                        runs them all; cost per bottom half
+ *             bh_xthread another thread schedules the bottom half and
+ *                        waits until it ran, the context's thread in
+ *                        blocking aio_poll(); cost per round trip, the
+ *                        notify and wakeup included (N ignored)
  *   VARIANT   plain      a private AioContext driven by aio_poll(ctx, false)
  *             glib       the AioContext's GSource attached to a private
  *                        GMainContext, driven by
@@ -33,7 +42,8 @@
  *   build=stock fdmon=- workload=aio_poll variant=glib n=10000 runs=5
  *   iters=123 median_ns=1612345.6 min_ns=... max_ns=... check=ok
  * median_ns is nanoseconds per iteration (aio_poll), per add+remove pair
- * (addrm) or per timer_mod call (timer_mod).
+ * (addrm), per timer_mod call (timer_mod), per bottom half (bh_single,
+ * bh_burst) or per cross-thread round trip (bh_xthread).
  *
  * Notes on method:
  * - The AioContext is created in, made current for, and polled only from
@@ -264,6 +274,97 @@ static uint64_t run_addrm(uint64_t iters)
 }
 
 /* ---------------------------------------------------------------------- */
+/* Bottom halves */
+
+static QEMUBH **bhs;
+static size_t n_bhs;
+static uint64_t bh_runs;        /* bench thread's count */
+static uint64_t bh_xruns;       /* bh_xthread: atomic, read by the producer */
+
+static void bh_count(void *opaque)
+{
+    bh_runs++;
+}
+
+static void bh_xcount(void *opaque)
+{
+    qatomic_set(&bh_xruns, qatomic_read(&bh_xruns) + 1);
+}
+
+static void make_bhs(size_t n, QEMUBHFunc *cb)
+{
+    bhs = g_new(QEMUBH *, n);
+    n_bhs = n;
+    for (size_t i = 0; i < n; i++) {
+        bhs[i] = aio_bh_new(ctx, cb, NULL);
+    }
+}
+
+static uint64_t run_bh_single(uint64_t iters)
+{
+    uint64_t t0 = now_ns();
+
+    for (uint64_t i = 0; i < iters; i++) {
+        qemu_bh_schedule(bhs[0]);
+        loop_step();
+    }
+    return now_ns() - t0;
+}
+
+/* (iters counts bottom halves, in whole bursts of N) */
+static uint64_t run_bh_burst(uint64_t iters)
+{
+    uint64_t bursts = MAX(1, iters / n_bhs), t0 = now_ns();
+
+    for (uint64_t b = 0; b < bursts; b++) {
+        for (size_t i = 0; i < n_bhs; i++) {
+            qemu_bh_schedule(bhs[i]);
+        }
+        loop_step();
+    }
+    return (now_ns() - t0) * iters / (bursts * n_bhs);
+}
+
+typedef struct XThread {
+    QemuThread thread;
+    uint64_t iters;
+} XThread;
+
+/* The other thread: one schedule per round, waiting for its run. */
+static void *bh_producer(void *opaque)
+{
+    XThread *x = opaque;
+
+    for (uint64_t i = 0; i < x->iters; i++) {
+        qemu_bh_schedule(bhs[0]);
+        while (qatomic_read(&bh_xruns) <= i) {
+            /* spin: the round trip is what is measured */
+        }
+    }
+    return NULL;
+}
+
+static uint64_t run_bh_xthread(uint64_t iters)
+{
+    XThread x = { .iters = iters };
+    uint64_t t0;
+
+    qatomic_set(&bh_xruns, 0);
+    t0 = now_ns();
+    qemu_thread_create(&x.thread, "bh-producer", bh_producer, &x,
+                       QEMU_THREAD_JOINABLE);
+    while (qatomic_read(&bh_xruns) < iters) {
+        if (gctx) {
+            g_main_context_iteration(gctx, true);
+        } else {
+            aio_poll(ctx, true);
+        }
+    }
+    qemu_thread_join(&x.thread);
+    return now_ns() - t0;
+}
+
+/* ---------------------------------------------------------------------- */
 /* Timers */
 
 #define TIMER_MIN_AHEAD  (3600ll * NANOSECONDS_PER_SECOND)
@@ -339,7 +440,8 @@ static uint64_t run_timer_mod(uint64_t iters)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: aio-bench aio_poll|addrm|timer_mod plain|glib N "
+            "usage: aio-bench aio_poll|addrm|timer_mod|bh_single|bh_burst|"
+            "bh_xthread plain|glib N "
             "[RUNS [MS_PER_RUN]]\n");
     exit(2);
 }
@@ -375,6 +477,10 @@ static void *bench_thread(void *opaque)
 
     if (b->run == run_timer_mod) {
         arm_timers(b->n);
+    } else if (b->run == run_bh_single || b->run == run_bh_xthread) {
+        make_bhs(1, b->run == run_bh_single ? bh_count : bh_xcount);
+    } else if (b->run == run_bh_burst) {
+        make_bhs(b->n, bh_count);
     } else {
         register_notifiers(b->n);
         if (b->run == run_addrm && event_notifier_init(&extra, 0) < 0) {
@@ -441,6 +547,12 @@ int main(int argc, char **argv)
         b.run = run_addrm;
     } else if (!strcmp(workload, "timer_mod")) {
         b.run = run_timer_mod;
+    } else if (!strcmp(workload, "bh_single")) {
+        b.run = run_bh_single;
+    } else if (!strcmp(workload, "bh_burst")) {
+        b.run = run_bh_burst;
+    } else if (!strcmp(workload, "bh_xthread")) {
+        b.run = run_bh_xthread;
     } else {
         usage();
     }
@@ -470,6 +582,9 @@ int main(int argc, char **argv)
         check = "spurious";
     } else if (b.run == run_timer_mod && timers_expired) {
         check = "expired";
+    } else if ((b.run == run_bh_single || b.run == run_bh_burst) &&
+               bh_runs == 0) {
+        check = "no-runs";
     }
 
     fdmon = getenv("AIOLOOP_FDMON");

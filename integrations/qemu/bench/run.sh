@@ -4,7 +4,8 @@
 #
 # Benchmarks QEMU 7.2's AioContext, stock against the libaioloop fork, in
 # one run (aio-bench.c: aio_poll cost, fd handler add+remove cost, timer_mod
-# cost; plain aio_poll() and glib-attached).
+# cost, bottom halves scheduled and run singly, in bursts and from another
+# thread; plain aio_poll() and glib-attached).
 #
 # 1. With --build, first brings both QEMU builds up to date
 #    (../build.sh --both WORKDIR, incremental).  Without it the builds are
@@ -143,6 +144,10 @@ cases=(
     "addrm plain 1 1000 10000"
     "addrm glib 1 1000 10000"
     "timer_mod plain 1000 10000 100000"
+    "bh_single plain 1"
+    "bh_burst plain 1000"
+    "bh_xthread plain 1"
+    "bh_xthread glib 1"
 )
 # build[:AIOLOOP_FDMON].  stock-noiou is stock with io_uring_setup(2)
 # refused (AIO_BENCH_NO_IO_URING=1), so aio-posix.c runs on fdmon-epoll:
@@ -158,7 +163,9 @@ stamp "running (ROUNDS=$rounds, RUNS=$runs, MS=$ms per run)"
 for c in "${cases[@]}"; do
     read -r workload variant sizes <<< "$c"
     configs=("${configs_all[@]}")
-    [ "$variant" = glib ] || [ "$workload" = timer_mod ] || configs=("${configs_plain[@]}")
+    case $workload in
+        aio_poll|addrm) [ "$variant" = glib ] || configs=("${configs_plain[@]}") ;;
+    esac
     for n in $sizes; do
       for _round in $(seq "$rounds"); do
         for cfg in "${configs[@]}"; do
