@@ -136,7 +136,7 @@ bool aiol_loop_check(aiol_loop *loop)
 
 bool aiol_loop_dispatch(aiol_loop *loop)
 {
-    return aiol_loop_poll(loop, false);
+    return aiol__loop_iterate(loop, 0, false, true, NULL, 0);
 }
 
 /* Polling thread.  True when the cache still describes the table. */
@@ -277,7 +277,7 @@ bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
                             size_t n)
 {
     aiol__check(fds != NULL || n == 0, "fds is NULL");
-    return aiol__loop_iterate(loop, 0, true, fds, n);
+    return aiol__loop_iterate(loop, 0, true, true, fds, n);
 }
 
 int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,

@@ -281,6 +281,32 @@ static inline void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
     }
 }
 
+/*
+ * A wakeup fd: read-only, not progress (internal, AIOL_FD_NO_PROGRESS),
+ * no busy polling.  Its only job is to end a blocking poll, so a poll that
+ * will not block need not look at it (loop.c).
+ */
+static bool is_wakeup(const aiol__handler *h)
+{
+    return h->internal && h->ops.write == NULL && h->ops.poll == NULL;
+}
+
+/* Caller holds loop->lock.  Counts @node in or out of the handlers. */
+static void count_locked(aiol_loop *loop, const aiol__handler *node, bool in)
+{
+    aiol__assert_locked(loop);
+    if (in) {
+        loop->nhandlers++;
+        loop->nwakeups += is_wakeup(node);
+    } else {
+        loop->nhandlers--;
+        loop->nwakeups -= is_wakeup(node);
+    }
+    atomic_store_explicit(&loop->only_wakeups,
+                          loop->nhandlers == loop->nwakeups,
+                          memory_order_relaxed);
+}
+
 /* Caller holds loop->lock.  Unhooks and retires the handler of @fd. */
 static void remove_locked(aiol_loop *loop, aiol__handler *old)
 {
@@ -289,7 +315,7 @@ static void remove_locked(aiol_loop *loop, aiol__handler *old)
     (void)loop->fdmon->update(loop, old, NULL);
     loop->table[old->fd] = NULL;
     AIOL_LIST_REMOVE(old, node_live);
-    loop->nhandlers--;
+    count_locked(loop, old, false);
     pollers_change_locked(loop, old, false);
     aiol__embed_invalidate(loop); /* before the retire: see embed.c */
     retire_locked(loop, old);
@@ -396,12 +422,12 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
     AIOL_LIST_INSERT_HEAD(&loop->live, node, node_live);
     pollers_change_locked(loop, node, true);
     aiol__embed_invalidate(loop); /* before the retire: see embed.c */
+    count_locked(loop, node, true);
     if (old != NULL) {
         AIOL_LIST_REMOVE(old, node_live);
+        count_locked(loop, old, false);
         pollers_change_locked(loop, old, false);
         retire_locked(loop, old);
-    } else {
-        loop->nhandlers++;
     }
 out:
     aiol__unlock(loop);

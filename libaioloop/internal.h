@@ -250,6 +250,14 @@ struct aiol_loop {
     aiol__handler **table; /* fd-indexed; lock */
     size_t table_size;     /* entries in table; lock */
     size_t nhandlers;      /* non-NULL entries; lock */
+    size_t nwakeups;       /* of them wakeup fds (handler.c); lock */
+    /*
+     * nhandlers == nwakeups: no handler a zero-timeout wait could report
+     * (loop.c skips it).  Written under the lock, read by the polling
+     * thread without it (relaxed: a handler set meanwhile from another
+     * thread races the poll either way).
+     */
+    atomic_bool only_wakeups;
     AIOL_LIST_HEAD(, aiol__handler) deleted; /* removed while walked; lock */
     AIOL_LIST_HEAD(, aiol__handler) live;    /* every handler in table; lock */
     /*

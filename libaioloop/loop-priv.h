@@ -11,10 +11,13 @@
 /*
  * One iteration (aiol_loop_poll_deadline()), or with @from_host one
  * non-blocking iteration that takes readiness from the @nhost entries of
- * @host instead of the fd monitor's wait.
+ * @host instead of the fd monitor's wait.  @for_host: a host's dispatch
+ * (aiol_loop_dispatch(), aiol_loop_dispatch_fds()), which always looks at
+ * the fds, wakeup fds included, so the loop fd it polls is drained.
  */
 bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
-                        const struct pollfd *host, size_t nhost);
+                        bool for_host, const struct pollfd *host,
+                        size_t nhost);
 
 /* Dispatches and empties @ready.  Returns whether progress was made. */
 bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);

@@ -88,6 +88,7 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
     loop->notify_fd = -1;
     loop->fdmon = mon;
     loop->confined = (flags & AIOL_LOOP_CONFINED) != 0;
+    atomic_init(&loop->only_wakeups, true); /* (no handler yet) */
     aiol__owner_take(loop);
     loop->pid = getpid(); /* fork.c */
     ret = aiol__clocks_init(loop);
@@ -260,7 +261,7 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
 
 AIOL__HOT
 bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
-                        const struct pollfd *host, size_t nhost)
+                        bool for_host, const struct pollfd *host, size_t nhost)
 {
     aiol__ready_list ready = AIOL_LIST_HEAD_INITIALIZER;
     bool blocking = deadline_ns > 0 && !from_host;
@@ -295,6 +296,17 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
         if (!AIOL_LIST_EMPTY(&ready) &&
             loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS) {
             loop->poll_skipped_waits++;
+        } else if (deadline_ns == 0 && !for_host &&
+                   loop->fdmon->requests == NULL &&
+                   atomic_load_explicit(&loop->only_wakeups,
+                                        memory_order_relaxed)) {
+            /*
+             * Nothing a look could report: wakeup fds only end blocking
+             * waits, and the next one drains them (a bottom-half run
+             * after one aiol_bh_schedule() makes no syscall).  Not for a
+             * host's dispatch: the host polls the loop fd, which stays
+             * readable until a wait drains them.
+             */
         } else {
             int ret;
 
@@ -339,7 +351,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
 AIOL__HOT
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns)
 {
-    return aiol__loop_iterate(loop, deadline_ns, false, NULL, 0);
+    return aiol__loop_iterate(loop, deadline_ns, false, false, NULL, 0);
 }
 
 AIOL__HOT
