@@ -282,13 +282,14 @@ static inline void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
 }
 
 /*
- * A wakeup fd: read-only, not progress (internal, AIOL_FD_NO_PROGRESS),
- * no busy polling.  Its only job is to end a blocking poll, so a poll that
- * will not block need not look at it (loop.c).
+ * A wakeup fd: read-only and not progress (internal, AIOL_FD_NO_PROGRESS;
+ * it may be busy-polled, as QEMU's ctx->notifier is).  Its only job is to
+ * end a blocking poll, so a poll that will not block need not look at it
+ * (loop.c).
  */
 static bool is_wakeup(const aiol__handler *h)
 {
-    return h->internal && h->ops.write == NULL && h->ops.poll == NULL;
+    return h->internal && h->ops.write == NULL;
 }
 
 /* Caller holds loop->lock.  Counts @node in or out of the handlers. */

@@ -48,10 +48,10 @@ typedef bool aiol_poll_fn(void *opaque);
  * aiol_fd_ops.flags: this handler's callbacks are not progress, so a poll
  * that ran only them returns false.  For wakeup fds (an embedder's own
  * event notifier) whose only job is to end a blocking poll.  While every
- * handler of a loop is such a wakeup fd (read callback only, no poll
- * callback), a poll that does not block makes no wait on epoll and poll
- * (nothing it could report is progress): the next blocking poll, or a
- * host's aiol_loop_dispatch(), runs them.
+ * handler of a loop is such a wakeup fd (no write callback), a poll that
+ * does not block makes no wait on epoll and poll (nothing it could report
+ * is progress): the next blocking poll, or a host's aiol_loop_dispatch(),
+ * runs them.
  */
 #define AIOL_FD_NO_PROGRESS (1u << 0)
 

@@ -29,7 +29,8 @@
 # Environment: ROUNDS (processes per case and config; default 3),
 # RUNS (runs per process, median reported; default 5),
 # MS (target ms per run; default 200), NICE (default 10),
-# CASE_TIMEOUT (seconds per case; default 120).
+# CASE_TIMEOUT (seconds per case; default 120), ONLY (workloads to run,
+# space-separated, e.g. "bh_single bh_xthread"; default all).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -162,6 +163,9 @@ if [ "$table_only" = 0 ]; then
 stamp "running (ROUNDS=$rounds, RUNS=$runs, MS=$ms per run)"
 for c in "${cases[@]}"; do
     read -r workload variant sizes <<< "$c"
+    if [ -n "${ONLY:-}" ] && [[ " $ONLY " != *" $workload "* ]]; then
+        continue
+    fi
     configs=("${configs_all[@]}")
     case $workload in
         aio_poll|addrm) [ "$variant" = glib ] || configs=("${configs_plain[@]}") ;;
