@@ -44,7 +44,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
-        check-notifiers bench-notifiers bench-qemu-img bench-qemu-guest bench-vmm bench-vhost bench-vhost-guest \
+        check-notifiers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives deb deb-deps check-deb
 
 all: deps
@@ -391,6 +391,14 @@ bench-qemu-img: bench-deps
 bench-qemu-guest: bench-deps
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/bench/guest-fio.sh $(GUEST_FIO_ARGS) $(QEMU_WORK)
+
+# The seed's scale: one busy virtio-blk disk beside 1, 32 and 100 idle ones
+# on an iothread and on the main loop, stock 7.2 against the fork, in a TCG
+# guest (integrations/qemu/bench/guest-scale.sh; the plot goes to docs/).
+bench-qemu-scale: bench-deps
+	integrations/qemu/build.sh --both --all $(QEMU_WORK)
+	integrations/qemu/bench/guest-scale.sh --plot docs/bench/qemu-scale.png \
+	  $(GUEST_SCALE_ARGS) $(QEMU_WORK)
 
 # libaioloop-vmm on real /dev/kvm: MSI routes per vector against batched,
 # host notifiers one transaction each against one (exits 77 without KVM).

@@ -27,7 +27,8 @@
 # initramfs images from the same parts; guest_vhost_blk gives the
 # arguments of a vhost-user-blk disk, and guest_vhost_opt and
 # guest_vhost_init take the options of the scripts that run the daemon;
-# guest_fio_static builds the fio that benchmarks run in a guest.
+# guest_fio_static builds the fio that benchmarks run in a guest, and
+# guest_fio_bench sets up what such a benchmark needs.
 guest_lib_dir=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 guest_repo=$(cd "$guest_lib_dir/../.." && pwd)
 . "$guest_lib_dir/pkgs.sh"
@@ -162,6 +163,39 @@ guest_fio_opt() {
         --json) json=$2 ;;
         *) return 1 ;;
     esac
+}
+
+# guest_fio_bench WHO WORK IMAGE MIB: what a benchmark that runs fio in a
+# guest on QEMU's own disks sets up first: the static fio, the guest parts
+# and their fio initramfs (in initrd), a run directory under disk_dir (in
+# run; removed when the script exits unless KEEP is set) and there IMAGE,
+# MIB MiB of random bytes, synced.
+guest_fio_bench() {
+    local who=$1 work=$2
+    guest_fio_static "$work"
+    gdir=$work/guest
+    guest_parts "$gdir"
+    initrd=$gdir/initrd-fio.cpio.gz
+    guest_build_initrd "$initrd" \
+        "$guest_repo/integrations/vhost/bench/guest-fio-init.sh" "$guest_fio"
+    run=$(mktemp -d "$disk_dir/$who-XXXXXX")
+    guest_bench_who=$who
+    trap guest_fio_bench_cleanup EXIT
+    /usr/bin/python3 -c '
+import os, sys
+c = os.urandom(1 << 20)
+with open(sys.argv[1], "wb") as f:
+    for _ in range(int(sys.argv[2])):
+        f.write(c)
+    os.fsync(f.fileno())' "$run/$3" "$4"
+}
+guest_fio_bench_cleanup() {
+    guest_kill_all
+    if [ -n "${KEEP:-}" ]; then
+        echo "$guest_bench_who: kept $run" >&2
+    else
+        rm -rf "$run"
+    fi
 }
 
 # guest_fio_static WORK: Debian's fio source (fetch-source.sh), built

@@ -48,26 +48,7 @@ done
 
 pkgs_install guest-fio seabios qemu-system-data qemu-system-common \
     linux-perf python3
-guest_fio_static "$work"
-gdir=$work/guest
-guest_parts "$gdir"
-initrd=$gdir/initrd-fio.cpio.gz
-guest_build_initrd "$initrd" "$guest_repo/integrations/vhost/bench/guest-fio-init.sh" \
-    "$guest_fio"
-
-run=$(mktemp -d "$disk_dir/guest-fio-XXXXXX")
-cleanup() {
-    guest_kill_all
-    if [ -n "${KEEP:-}" ]; then echo "guest-fio: kept $run" >&2; else rm -rf "$run"; fi
-}
-trap cleanup EXIT
-/usr/bin/python3 -c '
-import os, sys
-c = os.urandom(1 << 20)
-with open(sys.argv[1], "wb") as f:
-    for _ in range(2048):
-        f.write(c)
-    os.fsync(f.fileno())' "$run/disk.img"
+guest_fio_bench guest-fio "$work" disk.img 2048
 
 # one VARIANT DEPTH ROUND: boots the guest on VARIANT's QEMU under perf
 # stat, leaves fio's JSON in $run/TAG.json and the enter count in TAG.perf.
