@@ -233,8 +233,8 @@ struct aiol_loop {
     atomic_uint_fast64_t poller;
     /*
      * A confined loop's own thread (aiol__assert_owner()): its creator,
-     * then the thread of each outermost poll (aiol__walk_begin()).  Same
-     * rules as above.
+     * then whoever takes it over (aiol__owner_take(): an outermost poll,
+     * aiol_loop_owner_set(), the free, a fork child).  Same rules as above.
      */
     atomic_uint_fast64_t owner;
     pid_t pid;          /* process whose kernel objects the loop holds
