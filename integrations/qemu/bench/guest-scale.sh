@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # guest-scale.sh [--rounds R] [--runtime S] [--idle "1 32 100"]
-#                [--where "iothread main"] [--disk-dir DIR] [--json OUT]
-#                [--plot PNG] [WORKDIR]
+#                [--where "iothread main"] [--poll-max-ns N]
+#                [--disk-dir DIR] [--json OUT] [--plot PNG] [WORKDIR]
 #
 # The shape of the O(1) aio-posix measurement of the seed thread: many
 # virtio-blk devices on one thread, one of them busy.  fio in a TCG guest
@@ -26,17 +26,21 @@
 # times ramp + runtime).  R interleaved rounds (default 3, every other one
 # in reverse order), medians.  TCG's absolute numbers: read the ratios.
 #
+# --poll-max-ns N sets the iothread's busy-poll window (QEMU's default is
+# 32768; 0 turns busy polling off).
+#
 # Builds: build.sh --both --all WORKDIR.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../guest-lib.sh"
-idle="1 32 100" wheres="iothread main" plot=
+idle="1 32 100" wheres="iothread main" plot= poll_max=
 while [ $# -gt 0 ]; do
     case $1 in
         --idle) idle=$2; shift ;;
         --where) wheres=$2; shift ;;
         --plot) plot=$2; shift ;;
+        --poll-max-ns) poll_max=",poll-max-ns=$2"; shift ;;
         --*) guest_fio_opt "$1" "${2:-}" && shift || guest_arg guest-scale "$1" ;;
         *) guest_arg guest-scale "$1" ;;
     esac
@@ -93,7 +97,7 @@ cpu_ticks() {
 one() {
     local v=$1 where=$2 n=$3 round=$4 tag qpid name= t0= t1= now i th=()
     tag=$v.$where.$n.$round
-    if [ "$where" = iothread ]; then th=(-object iothread,id=io0); name="IO io0"; fi
+    if [ "$where" = iothread ]; then th=(-object "iothread,id=io0$poll_max"); name="IO io0"; fi
     disk_args "$where" "$n"
     sync
     echo 3 > /proc/sys/vm/drop_caches
