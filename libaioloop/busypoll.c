@@ -22,7 +22,10 @@
  * fd wait is skipped at most AIOL__POLL_MAX_SKIPS iterations in a row, so
  * fd handlers are never starved.  A handler whose poll callback found no
  * work for AIOL__POLL_IDLE_NS stops being polled (its poll_end runs) until
- * its fd fires again.
+ * its fd fires again.  It also leaves the part of the snapshot rounds walk
+ * (loop->npollers_active), so a round costs O(handlers still polled), not
+ * O(handlers with a poll callback): a hundred idle virtqueues on an
+ * iothread cost nothing per round.
  *
  * The set of polled handlers is loop->pollers, changed under loop->lock
  * from any thread.  The polling thread spins over a private snapshot that
@@ -94,9 +97,11 @@ static void snapshot_refresh(aiol_loop *loop)
         loop->pollers_spare_cap = 0;
     }
     AIOL_LIST_FOREACH(node, &loop->pollers, node_poll) {
+        node->poll_slot = n;
         loop->pollers_snap[n++] = node;
     }
     loop->npollers_snap = n;
+    loop->npollers_active = n; /* (idle ones leave again at their round) */
     loop->pollers_snap_gen = atomic_load_explicit(&loop->pollers_gen,
                                                   memory_order_relaxed);
     aiol__unlock(loop);
@@ -157,26 +162,45 @@ static bool node_idle(aiol__handler *node, int64_t now)
     return now - node->poll_progress_ns > AIOL__POLL_IDLE_NS;
 }
 
-/* One round over the polled handlers. */
+/* Polling thread.  Swaps snapshot entries @i and @j. */
+static void snap_swap(aiol_loop *loop, size_t i, size_t j)
+{
+    aiol__handler *a = loop->pollers_snap[i], *b = loop->pollers_snap[j];
+
+    loop->pollers_snap[i] = b;
+    b->poll_slot = i;
+    loop->pollers_snap[j] = a;
+    a->poll_slot = j;
+}
+
+/* One round over the handlers still polled. */
 static enum round_result poll_round(aiol_loop *loop, aiol__ready_list *ready,
                                     int64_t now)
 {
     enum round_result res = ROUND_IDLE;
 
     loop->stats.poll_rounds++;
-    for (size_t i = 0; i < loop->npollers_snap; i++) {
+    for (size_t i = 0; i < loop->npollers_active;) {
         aiol__handler *node = loop->pollers_snap[i];
 
+        loop->stats.poll_visits++;
         if (!handler_alive(node)) {
+            i++;
             continue;
         }
-        /* Idle handlers fall back to their fd. */
+        /*
+         * Idle handlers fall back to their fd, and leave the rounds until
+         * it fires (aiol__busy_poll_progress()): the last active entry
+         * takes their place, and is looked at next.
+         */
         if (node_idle(node, now)) {
             if (node->poll_started && node_poll_end(node, ready)) {
                 res = ROUND_WORK;
             }
+            snap_swap(loop, i, --loop->npollers_active);
             continue;
         }
+        i++;
         res = res == ROUND_IDLE ? ROUND_EMPTY : res;
         if (!node->poll_started) {
             node->poll_started = true;
@@ -234,8 +258,14 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
 
 void aiol__busy_poll_progress(aiol_loop *loop, aiol__handler *node)
 {
-    (void)loop;
+    size_t slot = node->poll_slot;
+
     node->poll_progress_ns = aiol_mono_time_get();
+    /* Back into the rounds if it had gone idle in the current snapshot. */
+    if (slot < loop->npollers_snap && loop->pollers_snap[slot] == node &&
+        slot >= loop->npollers_active) {
+        snap_swap(loop, slot, loop->npollers_active++);
+    }
 }
 
 bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready)
@@ -244,7 +274,8 @@ bool aiol__busy_poll_stop(aiol_loop *loop, aiol__ready_list *ready)
 
     /* Handlers freed since the last iteration must not be touched. */
     snapshot_sync(loop);
-    for (size_t i = 0; i < loop->npollers_snap; i++) {
+    /* (an idle handler's poll_end ran when it left the rounds) */
+    for (size_t i = 0; i < loop->npollers_active; i++) {
         aiol__handler *node = loop->pollers_snap[i];
 
         if (handler_alive(node) && node->poll_started) {
@@ -295,4 +326,5 @@ void aiol__busy_poll_fini(aiol_loop *loop)
     free(loop->pollers_spare);
     loop->pollers_snap = loop->pollers_spare = NULL;
     loop->npollers_snap = loop->pollers_snap_cap = loop->pollers_spare_cap = 0;
+    loop->npollers_active = 0;
 }

@@ -246,6 +246,7 @@ static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
     node->fdmon_slot = -1;
     node->poll_progress_ns = 0; /* idle clock starts at its first poll */
     node->poll_started = false;
+    node->poll_slot = SIZE_MAX;   /* in no busy-poll snapshot yet */
 }
 
 /* Caller holds loop->lock.  pollers_change_locked() of a polled handler. */

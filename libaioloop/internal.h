@@ -132,6 +132,7 @@ struct aiol__handler {
     int64_t poll_progress_ns; /* last poll() with work or fd event; 0: never
                                  polled (idle clock not started) */
     bool poll_started;        /* poll_begin called, poll_end not yet */
+    size_t poll_slot;         /* its index in loop->pollers_snap */
 };
 
 /* Readiness from busy polling: dispatch calls poll_ready (or read). */
@@ -298,6 +299,11 @@ struct aiol_loop {
     unsigned pollers_snap_gen; /* gen of pollers_snap; polling thread */
     aiol__handler **pollers_snap; /* polling thread; replaced under lock */
     size_t npollers_snap;      /* polling thread */
+    /*
+     * The snapshot's first npollers_active entries are the handlers still
+     * polled; the rest went idle (busypoll.c).  Polling thread.
+     */
+    size_t npollers_active;
     size_t pollers_snap_cap;   /* polling thread; written under lock */
     int64_t poll_grow, poll_shrink; /* polling thread */
     int64_t bh_idle_seen_ns;   /* when an idle BH was first seen pending, 0:

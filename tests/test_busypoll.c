@@ -499,6 +499,62 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
 }
 
 /*
+ * A round looks only at the handlers still polled: once 64 handlers went
+ * idle, rounds look at none of them (counted: poll_visits), however many
+ * there are; one whose fd fires is looked at again, alone.  Before, every
+ * round looked at all 64 to find them idle.
+ */
+static void test_busypoll_idle_handlers_cost_rounds_nothing(void **state)
+{
+    enum { N = 64 };
+    aiol_loop *loop = settled_loop();
+    static ph h[N];
+    aiol_loop_stats a, b;
+    int64_t end;
+    int polls;
+
+    (void)state;
+    for (int i = 0; i < N; i++) {
+        ph_add(&h[i], loop, true);       /* poll() never finds work */
+        h[i].drain = true;
+    }
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
+    open_window(loop);
+    aiol_loop_stats_get(loop, &a);
+    assert_true(a.poll_visits >= N);     /* every one looked at, at first */
+    end = aiol_mono_time_get() + LW_MS(20);
+    while (aiol_mono_time_get() < end) { /* past the 7 ms idle allowance */
+        lw_wait_timer(loop, LW_MS(1));
+    }
+
+    aiol_loop_stats_get(loop, &a);
+    for (int i = 0; i < 5; i++) {
+        lw_wait_timer(loop, LW_MS(1));
+    }
+    aiol_loop_stats_get(loop, &b);
+    assert_true(b.poll_rounds > a.poll_rounds);
+    assert_int_equal(b.poll_visits, a.poll_visits);
+
+    /* one fd fires: that handler, and only it, is looked at again */
+    polls = h[N / 2].polls;
+    tu_eventfd_signal(h[N / 2].fd);
+    for (int i = 0; i < 5 && h[N / 2].polls == polls; i++) {
+        lw_wait_timer(loop, LW_US(500));
+    }
+    assert_int_equal(h[N / 2].reads, 1);
+    assert_true(h[N / 2].polls > polls);
+    aiol_loop_stats_get(loop, &a);
+    lw_wait_timer(loop, LW_US(500));
+    aiol_loop_stats_get(loop, &b);
+    assert_true(b.poll_visits - a.poll_visits <=
+                b.poll_rounds - a.poll_rounds);
+    for (int i = 0; i < N; i++) {
+        ph_del(&h[i]);
+    }
+    aiol_loop_free(loop);
+}
+
+/*
  * The idle clock starts when the handler is first polled, not when it was
  * set: a handler set long before busy polling starts is polled (and gets
  * poll_begin) like a fresh one.
@@ -608,6 +664,7 @@ int main(void)
         cmocka_unit_test(test_busypoll_params_saturate),
         cmocka_unit_test(test_busypoll_never_starves_fds),
         cmocka_unit_test(test_busypoll_due_timer_fires),
+        cmocka_unit_test(test_busypoll_idle_handlers_cost_rounds_nothing),
         cmocka_unit_test(test_busypoll_notify_ends_window),
         cmocka_unit_test(test_busypoll_idle_handler_stops_being_polled),
         cmocka_unit_test(test_busypoll_idle_clock_starts_at_first_poll),

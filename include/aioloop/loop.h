@@ -50,6 +50,9 @@ typedef struct aiol_loop_stats {
                                   own (io_uring: POLL_ADD requests, each
                                   single-shot one re-armed after its event);
                                   0 on epoll and poll */
+    uint64_t poll_visits;    /**< handlers busy-poll rounds looked at (a
+                                  handler that went idle is not looked at
+                                  until its fd fires) */
 } aiol_loop_stats;
 
 /**

@@ -30,6 +30,7 @@ typedef struct aiol_loop_stats {
     uint64_t poll_rounds;
     uint64_t bad_fds;
     uint64_t fdmon_arms;
+    uint64_t poll_visits;
 } aiol_loop_stats;
 
 #define AIOL_DEADLINE_NONE ...
