@@ -205,7 +205,15 @@ struct aiol_vhost_dev {
     aiol_vhost_stats st;
     vu_park park;                 /* the other loops serving queues */
     const char *why;              /* reason of a refusal (msg.c) */
-    char err[160];
+    /*
+     * The last error: written by the device's thread and by a queue's
+     * thread that finds its ring broken (aiol__vhost_err_set()), so under
+     * err_lock; err_seen is the copy aiol_vhost_dev_last_error_get()
+     * returns (device's thread).
+     */
+    pthread_mutex_t err_lock;
+    char err[160];     /* err_lock */
+    char err_seen[160];
 };
 
 /* park.c: the loops serving queues on other threads. */
@@ -222,6 +230,9 @@ void aiol__vhost_run_on(aiol_vhost_vq *vq, aiol_handler_fn *fn, void *arg);
 /* server.c */
 void aiol__vhost_drop(aiol_vhost_dev *dev, bool malformed, const char *fmt,
                       ...) __attribute__((format(printf, 3, 4)));
+/* Any thread serving @dev: sets its last error (under dev->err_lock). */
+void aiol__vhost_err_set(aiol_vhost_dev *dev, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
 int aiol__vhost_send_reply(aiol_vhost_dev *dev, uint32_t req,
                            const void *payload, uint32_t size);
 

@@ -470,8 +470,8 @@ void aiol__vhost_dispatch(aiol_vhost_dev *dev)
     }
     if (r < 0) {
         dev->st.nacks++;
-        snprintf(dev->err, sizeof(dev->err), "request %u refused: %s (%s)",
-                 req, dev->why, strerror(-r));
+        aiol__vhost_err_set(dev, "request %u refused: %s (%s)", req,
+                            dev->why, strerror(-r));
     }
     if (ack && aiol__vhost_send_reply(dev, req, &(uint64_t){ (uint64_t)-r },
                                       8) < 0) {

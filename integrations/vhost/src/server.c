@@ -62,6 +62,8 @@ int aiol_vhost_dev_new(aiol_loop *loop, const aiol_vhost_dev_ops *ops,
     dev->num_queues = num_queues;
     dev->listen_fd = -1;
     dev->conn_fd = -1;
+    aiol__vhost_check(pthread_mutex_init(&dev->err_lock, NULL) == 0,
+                      "cannot initialise a mutex");
     aiol__vhost_park_init(dev);
     for (unsigned i = 0; i < num_queues; i++) {
         aiol__vhost_vq_init(&dev->vqs[i], dev, i);
@@ -197,6 +199,22 @@ static void close_fds(aiol_vhost_dev *dev)
     dev->nfds = 0;
 }
 
+static void err_vset(aiol_vhost_dev *dev, const char *fmt, va_list ap)
+{
+    pthread_mutex_lock(&dev->err_lock);
+    vsnprintf(dev->err, sizeof(dev->err), fmt, ap);
+    pthread_mutex_unlock(&dev->err_lock);
+}
+
+void aiol__vhost_err_set(aiol_vhost_dev *dev, const char *fmt, ...)
+{
+    va_list ap;
+
+    va_start(ap, fmt);
+    err_vset(dev, fmt, ap);
+    va_end(ap);
+}
+
 void aiol__vhost_drop(aiol_vhost_dev *dev, bool malformed, const char *fmt,
                       ...)
 {
@@ -206,7 +224,7 @@ void aiol__vhost_drop(aiol_vhost_dev *dev, bool malformed, const char *fmt,
         return;
     }
     va_start(ap, fmt);
-    vsnprintf(dev->err, sizeof(dev->err), fmt, ap);
+    err_vset(dev, fmt, ap);
     va_end(ap);
     aiol_fd_remove(dev->loop, dev->conn_fd);
     close(dev->conn_fd);
@@ -411,8 +429,13 @@ void aiol_vhost_dev_stats_get(const aiol_vhost_dev *dev,
 
 const char *aiol_vhost_dev_last_error_get(const aiol_vhost_dev *dev)
 {
+    aiol_vhost_dev *d = (aiol_vhost_dev *)dev; /* (the lock, the copy) */
+
     aiol__vhost_check(dev != NULL, "NULL device");
-    return dev->err;
+    pthread_mutex_lock(&d->err_lock);
+    memcpy(d->err_seen, d->err, sizeof(d->err_seen));
+    pthread_mutex_unlock(&d->err_lock);
+    return d->err_seen;
 }
 
 void aiol_vhost_dev_free(aiol_vhost_dev *dev)
@@ -433,6 +456,7 @@ void aiol_vhost_dev_free(aiol_vhost_dev *dev)
     aiol__vhost_reset(dev);
     aiol__vhost_unpark(dev);
     aiol__vhost_park_fini(dev);
+    pthread_mutex_destroy(&dev->err_lock);
     free(dev->path);
     free(dev->vqs);
     free(dev);

@@ -343,8 +343,7 @@ static void kick_poll_end(void *opaque)
 
 int aiol__vhost_vq_broken(aiol_vhost_vq *vq, const char *why)
 {
-    snprintf(vq->dev->err, sizeof(vq->dev->err), "queue %u broken: %s",
-             vq->index, why);
+    aiol__vhost_err_set(vq->dev, "queue %u broken: %s", vq->index, why);
     __atomic_store_n(&vq->broken, true, __ATOMIC_RELAXED); /* (as count()) */
     count(&vq->st.broken, 1);
     if (vq->err_fd >= 0) {

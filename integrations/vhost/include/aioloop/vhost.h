@@ -281,8 +281,11 @@ void aiol_vhost_dev_stats_get(const aiol_vhost_dev *dev,
                               aiol_vhost_stats *out);
 
 /**
- * Why the last connection was dropped or request refused.
- * @return a message owned by @p dev, "" if none was.
+ * Why the last connection was dropped, request refused or ring broken.
+ * Device's loop thread (a queue served on another loop may set it
+ * meanwhile: the message is copied under a lock).
+ * @return a message owned by @p dev, valid until the next call; "" if
+ *         none was.
  */
 const char *aiol_vhost_dev_last_error_get(const aiol_vhost_dev *dev);
 
