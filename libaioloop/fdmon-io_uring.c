@@ -173,6 +173,7 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     }
     if (nev == 0) {
         s->fds[fd].dropped = true;
+        atomic_store_explicit(&s->cancel_owed, true, memory_order_relaxed);
     }
     mark_dirty(s, fd);
     return aiol__update_owed(loop, &s->owed, new_ != NULL);
@@ -239,6 +240,19 @@ static void flush_changes(aiol_loop *loop, aiol__uring_state *s)
     }
     s->ndirty = s->nfired = 0;
     s->owed = false;
+    atomic_store_explicit(&s->cancel_owed, false, memory_order_relaxed);
+}
+
+/*
+ * A look is owed while a request's completion may be due, or a removed
+ * handler's poll still holds its file (the caller may have closed it).
+ */
+static bool uring_look_owed(aiol_loop *loop)
+{
+    aiol__uring_state *s = loop->fdmon_state;
+
+    return s->npending != 0 ||
+           atomic_load_explicit(&s->cancel_owed, memory_order_relaxed);
 }
 
 /*
@@ -552,6 +566,7 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .pending = uring_pending,
     .spin_begin = aiol__uring_spin_begin, /* uring-spin.c */
     .spin_check = aiol__uring_spin_check,
+    .look_owed = uring_look_owed,
     .embed = &(const aiol__fdmon_embed_ops){
         .get_fd = uring_get_fd,
         .flush = uring_flush,

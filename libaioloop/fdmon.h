@@ -197,6 +197,14 @@ typedef struct aiol__fdmon_ops {
      * held.
      */
     bool (*spin_check)(aiol_loop *loop);
+    /*
+     * Optional.  True when a look (a wait with deadline 0) has work of
+     * the monitor's own to do even while every handler is a wakeup fd:
+     * a request in flight, a poll whose cancel releases a closed file.
+     * NULL: never; the loop then skips such looks (loop.c).  Polling
+     * thread, lock not held.
+     */
+    bool (*look_owed)(aiol_loop *loop);
     const aiol__fdmon_embed_ops *embed; /* optional: NULL, no host loop */
     const aiol__fdmon_req_ops *requests; /* optional: NULL, no requests */
 } aiol__fdmon_ops;

@@ -297,9 +297,10 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
             loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS) {
             loop->poll_skipped_waits++;
         } else if (deadline_ns == 0 && !for_host &&
-                   loop->fdmon->requests == NULL &&
                    atomic_load_explicit(&loop->only_wakeups,
-                                        memory_order_relaxed)) {
+                                        memory_order_relaxed) &&
+                   (loop->fdmon->look_owed == NULL ||
+                    !loop->fdmon->look_owed(loop))) {
             /*
              * Nothing a look could report: wakeup fds only end blocking
              * waits, and the next one drains them (a bottom-half run

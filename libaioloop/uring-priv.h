@@ -48,6 +48,13 @@ typedef struct aiol__uring_state {
      */
     bool owed;
     bool no_multishot;         /* the kernel refused a multishot poll; lock */
+    /*
+     * Set (under the lock) when a removal leaves a poll to cancel, cleared
+     * by flush_changes(); read by the polling thread without the lock
+     * (look_owed), where a stale false only delays the cancel to the next
+     * wait and a stale true costs one look.
+     */
+    atomic_bool cancel_owed;
     /* Requests; polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;         /* submitted, callback not yet run */

@@ -23,6 +23,7 @@
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -791,6 +792,68 @@ static void test_resubmit_during_free(void **state)
     assert_int_equal(r.resubmit_ret, -ESHUTDOWN);
 }
 
+/* ------------------------------------------- looks of a wakeup-only loop */
+
+/*
+ * A poll that does not block makes no look while every handler is a
+ * wakeup fd (fd.h, AIOL_FD_NO_PROGRESS), on io_uring too, unless the
+ * monitor owes one: a request whose completion may be due, or the cancel
+ * of a removed handler's poll, which holds the file its caller closed.
+ */
+static void test_wakeup_only_look(void **state)
+{
+    aiol_loop *loop = ur_loop_new();
+    const aiol_fd_ops quiet = { .read = th_cb_read,
+                                .flags = AIOL_FD_NO_PROGRESS };
+    th h, other;
+    ur_req nop;
+    lw_watchdog wd;
+    int efd = tu_eventfd(), p[2];
+
+    (void)state;
+    lw_watchdog_arm(&wd, loop, WATCHDOG_NS);
+    th_init(&h, loop, efd);
+    h.drain = true;
+    assert_int_equal(aiol_fd_set_ops(loop, efd, &quiet, &h), 0);
+    aiol_loop_poll(loop, false); /* (arms it) */
+
+    /* nothing owed: the signalled wakeup fd waits for a blocking poll */
+    tu_eventfd_signal(efd);
+    assert_false(aiol_loop_poll(loop, false));
+    assert_int_equal(h.reads, 0);
+    assert_false(aiol_loop_poll(loop, true));
+    assert_int_equal(h.reads, 1);
+
+    /* a request in flight: the look completes it (and sees the fd) */
+    ur_req_init(&nop, loop, UR_NOP, -1, NULL, 0, 0);
+    ur_submit(&nop);
+    tu_eventfd_signal(efd);
+    for (int i = 0; i < 1000 && nop.ndone == 0; i++) {
+        aiol_loop_poll(loop, false);
+    }
+    assert_int_equal(nop.ndone, 1);
+    assert_int_equal(h.reads, 2);
+
+    /* a removed handler's poll: the look cancels it and frees the pipe */
+    assert_int_equal(pipe(p), 0);
+    th_init(&other, loop, p[0]);
+    assert_int_equal(aiol_fd_set(loop, p[0], th_cb_read, NULL, NULL, &other),
+                     0);
+    aiol_loop_poll(loop, false); /* (arms it) */
+    assert_int_equal(aiol_fd_remove(loop, p[0]), 0);
+    close(p[0]);
+    signal(SIGPIPE, SIG_IGN);
+    aiol_loop_poll(loop, false); /* submits the cancel */
+    aiol_loop_poll(loop, false); /* (runs what the cancel left) */
+    assert_int_equal(write(p[1], "x", 1), -1);
+    assert_int_equal(errno, EPIPE);
+    close(p[1]);
+
+    th_remove(&h);
+    lw_watchdog_free(&wd);
+    aiol_loop_free(loop);
+}
+
 #define T(f) cmocka_unit_test_setup(f, ur_setup)
 
 int main(void)
@@ -809,6 +872,7 @@ int main(void)
         T(test_embed_direct_and_requests),
         T(test_get_fd_with_requests_in_flight),
         T(test_resubmit_during_free),
+        T(test_wakeup_only_look),
     };
     return UR_RUN_GROUP("uring", tests);
 }

@@ -49,9 +49,10 @@ typedef bool aiol_poll_fn(void *opaque);
  * that ran only them returns false.  For wakeup fds (an embedder's own
  * event notifier) whose only job is to end a blocking poll.  While every
  * handler of a loop is such a wakeup fd (no write callback), a poll that
- * does not block makes no wait on epoll and poll (nothing it could report
- * is progress): the next blocking poll, or a host's aiol_loop_dispatch(),
- * runs them.
+ * does not block makes no wait (nothing it could report is progress): the
+ * next blocking poll, or a host's aiol_loop_dispatch(), runs them.  On
+ * io_uring it still looks while a request of aioloop/uring.h is in flight
+ * or a removed handler's poll is still to be cancelled.
  */
 #define AIOL_FD_NO_PROGRESS (1u << 0)
 

@@ -192,8 +192,8 @@ const char *aiol_loop_fdmon_get(const aiol_loop *loop);
  * Runs one iteration: waits for events (if @p blocking), then dispatches
  * what this call collected.  May be called from inside a callback of the
  * same loop (nested poll); see docs/design.md for the nesting rules.
- * Without @p blocking it only looks at the fds, and not even that on
- * epoll and poll while every handler is a wakeup fd (AIOL_FD_NO_PROGRESS).
+ * Without @p blocking it only looks at the fds, and not even that while
+ * every handler is a wakeup fd (AIOL_FD_NO_PROGRESS).
  *
  * @return true when progress was made: a callback other than the loop's
  *         internal ones ran.
