@@ -28,11 +28,15 @@ static inline int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now)
     }
     return aiol__phases_deadline_scan(loop, now);
 }
-bool aiol__phases_dispatch_run(aiol_loop *loop);
-/* Runs the embedder phases' dispatch callbacks.  Returns progress. */
-static inline bool aiol__phases_dispatch(aiol_loop *loop)
+bool aiol__phases_dispatch_run(aiol_loop *loop, bool first);
+/*
+ * Runs the embedder phases' first (@first) or dispatch callbacks.
+ * Returns progress.
+ */
+static inline bool aiol__phases_dispatch(aiol_loop *loop, bool first)
 {
-    return !AIOL_LIST_EMPTY(&loop->phases) && aiol__phases_dispatch_run(loop);
+    return !AIOL_LIST_EMPTY(&loop->phases) &&
+           aiol__phases_dispatch_run(loop, first);
 }
 
 #endif /* AIOLOOP_EMBED_PRIV_H */

@@ -326,14 +326,16 @@ int64_t aiol__phases_deadline_scan(aiol_loop *loop, aiol__now *now)
     return deadline;
 }
 
-bool aiol__phases_dispatch_run(aiol_loop *loop)
+bool aiol__phases_dispatch_run(aiol_loop *loop, bool first)
 {
     bool progress = false;
     aiol_phase *phase;
 
     AIOL_LIST_FOREACH(phase, &loop->phases, link) {
-        if (phase->ops.dispatch != NULL) {
-            progress |= phase->ops.dispatch(phase->opaque);
+        bool (*fn)(void *) = first ? phase->ops.first : phase->ops.dispatch;
+
+        if (fn != NULL) {
+            progress |= fn(phase->opaque);
         }
     }
     return progress;

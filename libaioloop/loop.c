@@ -13,8 +13,8 @@
  *   3. wait on the fd monitor until the deadline (0: just look),
  *      collecting ready handlers on this call's own ready list;
  *   4. accept the notify, adapt the busy-poll window;
- *   5. run bottom halves, dispatch the ready list, fire due timers, run
- *      embedder phases;
+ *   5. run embedder phases' first callbacks and bottom halves, dispatch
+ *      the ready list, fire due timers, run embedder phases;
  *   6. leave the walking counter; the outermost call frees removed
  *      handlers.
  * docs/design.md describes the phases, nesting and deletion in full.
@@ -338,13 +338,14 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     }
 
     /* (inline checks skip each one that has nothing: internal.h) */
-    progress = aiol__bh_poll(loop);
+    progress = aiol__phases_dispatch(loop, true);
+    progress |= aiol__bh_poll(loop);
     progress |= aiol__dispatch_ready(loop, &ready);
     if (loop->fdmon->requests != NULL) {
         progress |= loop->fdmon->requests->dispatch(loop);
     }
     progress |= aiol__timers_run(loop);
-    progress |= aiol__phases_dispatch(loop);
+    progress |= aiol__phases_dispatch(loop, false);
     aiol__walk_end(loop);
     return progress;
 }

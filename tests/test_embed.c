@@ -596,6 +596,8 @@ typedef struct phase_rec {
     int64_t due;         /* deadline of its work; -1: none */
     int dispatches;
     int ran_due;
+    int firsts;          /* first callback calls */
+    bool first_progress; /* what the first callback returns */
 } phase_rec;
 
 static int64_t phase_deadline(void *opaque, int64_t now_ns)
@@ -623,6 +625,21 @@ static bool phase_dispatch(void *opaque)
 static const aiol_phase_ops phase_ops = {
     .deadline = phase_deadline,
     .dispatch = phase_dispatch,
+};
+
+/* A phase's first callback: logs '1', progress when asked to. */
+static bool phase_first(void *opaque)
+{
+    phase_rec *p = opaque;
+
+    p->firsts++;
+    log_event('1');
+    return p->first_progress;
+}
+
+static const aiol_phase_ops phase_first_ops = {
+    .dispatch = phase_dispatch,
+    .first = phase_first,
 };
 
 static void test_embed_phase_deadline_and_progress(void **state)
@@ -680,7 +697,8 @@ static void test_embed_phase_runs_after_other_work(void **state)
     aiol_loop *loop = settled_loop();
     aiol_clock *c = aiol_loop_clock_get(loop);
     phase_rec p = { .due = -1 }, q = { .due = -1 };
-    aiol_phase *ph, *qh;
+    phase_rec f = { .due = -1 };
+    aiol_phase *ph, *qh, *fh;
     efd_h h = { .fd = tu_eventfd() };
     aiol_timer *t;
     aiol_bh *bh;
@@ -689,6 +707,7 @@ static void test_embed_phase_runs_after_other_work(void **state)
     (void)state;
     assert_int_equal(aiol_phase_add(loop, &phase_ops, &p, &ph), 0);
     assert_int_equal(aiol_phase_add(loop, &phase_ops, &q, &qh), 0);
+    assert_int_equal(aiol_phase_add(loop, &phase_first_ops, &f, &fh), 0);
     assert_int_equal(aiol_bh_new(loop, cb_count, &runs, &bh), 0);
     assert_int_equal(aiol_timer_new(c, cb_timer, &fired, &t), 0);
     assert_int_equal(aiol_fd_set(loop, h.fd, cb_efd_read, NULL, NULL, &h),
@@ -700,12 +719,20 @@ static void test_embed_phase_runs_after_other_work(void **state)
     tu_eventfd_signal(h.fd);
     assert_int_equal(aiol_timer_mod(t, 1), 0);     /* long due */
     assert_true(aiol_loop_poll(loop, true));
-    /* bottom halves, fd handlers, timers, then both phases */
-    assert_string_equal(g_log, "BFTPP");
+    /* first callbacks, bottom halves, fd handlers, timers, then phases */
+    assert_string_equal(g_log, "1BFTPPP");
     assert_int_equal(runs, 1);
     assert_int_equal(fired, 1);
     assert_int_equal(h.reads, 1);
+    assert_int_equal(f.firsts, 2); /* (the settling poll ran it too) */
 
+    /* a first callback's progress is the poll's */
+    assert_false(aiol_loop_poll(loop, false));
+    f.first_progress = true;
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(f.firsts, 4);
+
+    aiol_phase_remove(fh);
     aiol_phase_remove(qh);
     aiol_phase_remove(ph);
     assert_int_equal(aiol_fd_remove(loop, h.fd), 0);

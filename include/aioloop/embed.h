@@ -161,6 +161,14 @@ typedef struct aiol_phase_ops {
      * timers.  May be NULL.
      */
     bool (*dispatch)(void *opaque);
+    /**
+     * Runs the phase's work that goes first: once per iteration, right
+     * after the wait and the loop's accepting of notifies, before bottom
+     * halves and fd handlers; returns true when that was progress.  For
+     * an embedder whose own deferred callbacks run before fd handlers, as
+     * QEMU's bottom halves do in aio_poll().  May be NULL.
+     */
+    bool (*first)(void *opaque);
 } aiol_phase_ops;
 
 /**
