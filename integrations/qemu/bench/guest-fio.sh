@@ -13,10 +13,11 @@
 # random bytes on a real filesystem (--disk-dir, default /var/tmp), the
 # page cache dropped before every boot (root).  Interleaved, R rounds
 # (default 3, every other one in reverse order), medians.  With each:
-# io_uring_enter calls per request, counted by `perf stat` on the
-# syscalls:sys_enter_io_uring_enter tracepoint over QEMU's whole life
-# (boot included) and divided by the requests fio made (its IOPS times
-# ramp + runtime).  The absolute numbers are TCG's (this machine's KVM
+# io_uring_enter calls, epoll and poll waits (epoll_wait, epoll_pwait,
+# epoll_pwait2, ppoll, poll) and all syscalls per request, counted by
+# `perf stat` on the syscall tracepoints over QEMU's whole life (boot
+# included) and divided by the requests fio made (its IOPS times ramp +
+# runtime).  The absolute numbers are TCG's (this machine's KVM
 # runs no guest): read the ratios.
 #
 # The guest is guest-lib.sh's kernel and an initramfs with the static fio
@@ -50,6 +51,12 @@ pkgs_install guest-fio seabios qemu-system-data qemu-system-common \
     linux-perf python3
 guest_fio_bench guest-fio "$work" disk.img 2048
 
+# What perf counts: io_uring_enter, the fd waits of epoll and poll, and
+# every syscall.
+perf_events=syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_epoll_wait
+perf_events+=,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2
+perf_events+=,syscalls:sys_enter_ppoll,syscalls:sys_enter_poll,raw_syscalls:sys_enter
+
 # one VARIANT DEPTH ROUND: boots the guest on VARIANT's QEMU under perf
 # stat, leaves fio's JSON in $run/TAG.json and the enter count in TAG.perf.
 one() {
@@ -59,7 +66,7 @@ one() {
     sync
     echo 3 > /proc/sys/vm/drop_caches
     AIOLOOP_FDMON=$fdmon guest_spawn $((runtime + 150)) "$run/$tag.qemu.log" \
-        perf stat -x, -o "$run/$tag.perf" -e syscalls:sys_enter_io_uring_enter -- \
+        perf stat -x, -o "$run/$tag.perf" -e "$perf_events" -- \
         "${qemu[$v]}" "${guest_qemu_args[@]}" -smp 2 -m 512 \
         -initrd "$initrd" \
         -append "$guest_append fio_runtime=$runtime fio_depth=$depth" \
@@ -99,20 +106,29 @@ for d in depths:
             tag = "%s/%s.%d.%d" % (run, v, d, r)
             text = open(tag + ".json").read()
             j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
-            enters = next(int(line.split(",")[0]) for line in open(tag + ".perf")
-                          if "io_uring_enter" in line)
+            counts = {}
+            for line in open(tag + ".perf"):
+                f = line.split(",")
+                if len(f) > 2 and f[0].strip().isdigit():
+                    counts[f[2].split(":")[-1]] = int(f[0])
+            reqs = j["iops"] * (runtime + 2)
+            waits = sum(n for e, n in counts.items()
+                        if e.startswith("sys_enter_") and "io_uring" not in e)
             runs.append({"iops": j["iops"],
                          "p50_us": j["clat_ns"]["percentile"]["50.000000"] / 1000,
-                         "enters_per_req": enters / (j["iops"] * (runtime + 2))})
+                         "enters_per_req": counts["sys_enter_io_uring_enter"] / reqs,
+                         "waits_per_req": waits / reqs,
+                         "syscalls_per_req": counts["sys_enter"] / reqs})
         res[d][v] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         res[d][v]["runs"] = runs
-print("| iodepth | QEMU | IOPS in the guest | clat p50 (us) | io_uring_enter per request | / stock | / fork on epoll |")
-print("|---:|---|---:|---:|---:|---:|---:|")
+print("| iodepth | QEMU | IOPS in the guest | clat p50 (us) | io_uring_enter per request | epoll/poll waits per request | syscalls per request | / stock | / fork on epoll |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for d in depths:
     rows = res[d]
     for v in variants:
-        print("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f |" % (
+        print("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f |" % (
             d, v, rows[v]["iops"], rows[v]["p50_us"], rows[v]["enters_per_req"],
+            rows[v]["waits_per_req"], rows[v]["syscalls_per_req"],
             rows[v]["iops"] / rows["stock"]["iops"],
             rows[v]["iops"] / rows["fork-epoll"]["iops"]))
 if out:

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# run.sh [--build] [--compile-only] [--table-only] [WORKDIR]
+# run.sh [--build] [--compile-only] [--table-only] [--before REV] [WORKDIR]
 #
 # Benchmarks QEMU 7.2's AioContext, stock against the libaioloop fork, in
 # one run (aio-bench.c: aio_poll cost, fd handler add+remove cost, timer_mod
@@ -20,6 +20,10 @@
 #    over (a fresh process each, since a process's own layout shifts its
 #    timing by a few % on this machine).
 #    --table-only skips 2 and 3 and prints the table of the last run.
+#    --before REV also builds the fork as it was at this repository's
+#    revision REV (before.sh) and runs it on every fd monitor, interleaved
+#    with the rest, for a second table: the fork now against the fork at
+#    REV.
 # 4. Prints a markdown table (rows: workload x n; columns: stock and each
 #    fork fd monitor, with fork/stock ratios).  Raw key=value lines go to
 #    WORKDIR/bench-results.txt, the table to WORKDIR/bench-table.md.  A
@@ -39,9 +43,12 @@ repo=$(cd "$here/../../.." && pwd)
 build=0
 compile_only=0
 table_only=0
+before=
 work=
-for arg in "$@"; do
+while [ $# -gt 0 ]; do
+    arg=$1
     case $arg in
+        --before) before=$2; shift ;;
         --build) build=1 ;;
         --compile-only) compile_only=1 ;;
         --table-only) table_only=1 ;;
@@ -49,6 +56,7 @@ for arg in "$@"; do
         -*) echo "run.sh: unknown option $arg" >&2; exit 2 ;;
         *) work=$arg ;;
     esac
+    shift
 done
 work=$(realpath -m "${work:-$repo/build-qemu}")
 runs=${RUNS:-5}
@@ -135,6 +143,10 @@ for v in stock fork; do
     stamp "compiling aio-bench against $v-build"
     compile_bench "$v"
 done
+if [ -n "$before" ] && [ "$table_only" = 0 ]; then
+    stamp "building the fork at $before"
+    "$here/before.sh" "$before" "$work"
+fi
 [ "$compile_only" = 0 ] || exit 0
 
 # ---------------------------------------------------------------------------
@@ -156,6 +168,10 @@ cases=(
 # glib attached stock never uses io_uring).
 configs_all=(stock fork:epoll fork:io_uring fork:poll)
 configs_plain=(stock stock-noiou fork:epoll fork:io_uring fork:poll)
+if [ -n "$before" ]; then
+    configs_all+=(before:epoll before:io_uring before:poll)
+    configs_plain+=(before:epoll before:io_uring before:poll)
+fi
 
 results=$work/bench-results.txt
 if [ "$table_only" = 0 ]; then
@@ -215,7 +231,7 @@ for line in open(path):
     if kv['build'] == 'stock':
         col = 'stock-noiou' if kv['fdmon'] == 'no-io_uring' else 'stock'
     else:
-        col = 'fork-' + kv['fdmon']
+        col = kv['build'] + '-' + kv['fdmon']
     rows[key].setdefault(col, []).append(kv)
 
 # One record per cell: the median of the rounds' medians; a cell fails
@@ -294,4 +310,24 @@ if dagger:
     print('† stock failed here; ratio against stock without io_uring.')
 for note in notes:
     print('- ' + note)
+
+# The fork against itself at the --before revision, when that ran.
+if any(c.startswith('before-') for cells in rows.values() for c in cells):
+    fdmons = ['epoll', 'io_uring', 'poll']
+    print()
+    print('| workload | n | ' + ' | '.join('fork-%s now / before' % f for f in fdmons) + ' |')
+    print('|---|---:|' + '---:|' * len(fdmons))
+    for key in order:
+        w, v, n = key
+        cells = []
+        for f in fdmons:
+            now, was = rows[key].get('fork-' + f), rows[key].get('before-' + f)
+            if not (now and was and 'median_ns' in now and 'median_ns' in was):
+                cells.append('-')
+                continue
+            x, y = float(now['median_ns']), float(was['median_ns'])
+            cells.append('%s / %s (%.2f×)' % (fmt(x), fmt(y), x / y))
+        print('| %s | %d | %s |' % (label.get((w, v), w + ' ' + v), n, ' | '.join(cells)))
+    print()
+    print('(×) is now/before: below 1 is faster now.')
 PY
