@@ -13,11 +13,12 @@
 # random bytes on a real filesystem (--disk-dir, default /var/tmp), the
 # page cache dropped before every boot (root).  Interleaved, R rounds
 # (default 3, every other one in reverse order), medians.  With each:
-# io_uring_enter calls, epoll and poll waits (epoll_wait, epoll_pwait,
-# epoll_pwait2, ppoll, poll) and all syscalls per request, counted by
-# `perf stat` on the syscall tracepoints over QEMU's whole life (boot
-# included) and divided by the requests fio made (its IOPS times ramp +
-# runtime).  The absolute numbers are TCG's (this machine's KVM
+# the iothread's io_uring_enter calls, epoll and poll waits (epoll_wait,
+# epoll_pwait, epoll_pwait2, ppoll, poll) and syscalls, the main thread's
+# syscalls and all of QEMU's, per request: counted per thread by `perf
+# stat --per-thread` on the syscall tracepoints while fio runs (between
+# the guest's AIOL-FIO-BEGIN and AIOL-FIO-END lines) and divided by the
+# requests fio made (its IOPS times ramp + runtime).  The absolute numbers are TCG's (this machine's KVM
 # runs no guest): read the ratios.
 #
 # The guest is guest-lib.sh's kernel and an initramfs with the static fio
@@ -57,25 +58,44 @@ perf_events=syscalls:sys_enter_io_uring_enter,syscalls:sys_enter_epoll_wait
 perf_events+=,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_epoll_pwait2
 perf_events+=,syscalls:sys_enter_ppoll,syscalls:sys_enter_poll,raw_syscalls:sys_enter
 
-# one VARIANT DEPTH ROUND: boots the guest on VARIANT's QEMU under perf
-# stat, leaves fio's JSON in $run/TAG.json and the enter count in TAG.perf.
+# one VARIANT DEPTH ROUND: boots the guest on VARIANT's QEMU, counts its
+# syscalls per thread with perf stat between the guest's AIOL-FIO-BEGIN
+# and AIOL-FIO-END lines (TAG.perf), and leaves fio's JSON in TAG.json.
 one() {
-    local v=$1 depth=$2 round=$3 tag fdmon=epoll
+    local v=$1 depth=$2 round=$3 tag fdmon=epoll qpid perf_pid= i
     tag=$v.$depth.$round
     [ "$v" = fork-io_uring ] && fdmon=io_uring
     sync
     echo 3 > /proc/sys/vm/drop_caches
     AIOLOOP_FDMON=$fdmon guest_spawn $((runtime + 150)) "$run/$tag.qemu.log" \
-        perf stat -x, -o "$run/$tag.perf" -e "$perf_events" -- \
         "${qemu[$v]}" "${guest_qemu_args[@]}" -smp 2 -m 512 \
         -initrd "$initrd" \
         -append "$guest_append fio_runtime=$runtime fio_depth=$depth" \
-        -object iothread,id=io0 \
+        -name fio,debug-threads=on -object iothread,id=io0 \
         -drive "file=$run/disk.img,format=raw,if=none,id=d0,aio=io_uring,cache.direct=on" \
         -device virtio-blk-pci,drive=d0,iothread=io0 \
         -serial "file:$run/$tag.console"
+    guest_until 30 pgrep -P "$guest_pid" > /dev/null ||
+        { echo "guest-fio: $v did not start" >&2; exit 1; }
+    qpid=$(pgrep -P "$guest_pid")
+    for ((i = 0; i < (runtime + 140) * 20; i++)); do
+        if [ -z "$perf_pid" ] && grep -q AIOL-FIO-BEGIN "$run/$tag.console" 2>/dev/null; then
+            perf stat --per-thread -x, -o "$run/$tag.perf" -e "$perf_events" \
+                -p "$qpid" > /dev/null 2>&1 &
+            perf_pid=$!
+        fi
+        if [ -n "$perf_pid" ] && grep -q AIOL-FIO-END "$run/$tag.console" 2>/dev/null; then
+            break
+        fi
+        kill -0 "$qpid" 2>/dev/null || break
+        sleep 0.05
+    done
+    if [ -n "$perf_pid" ]; then
+        kill -INT "$perf_pid" 2>/dev/null || true
+        wait "$perf_pid" || true
+    fi
     guest_wait "$guest_pid"
-    [ "$guest_rc" = 0 ] ||
+    [ "$guest_rc" = 0 ] && [ -s "$run/$tag.perf" ] ||
         { echo "guest-fio: $v failed" >&2; tail "$run/$tag.qemu.log" "$run/$tag.console" >&2; exit 1; }
     sed -n '/^AIOL-FIO-BEGIN/,/^AIOL-FIO-END/p' "$run/$tag.console" |
         sed '1d;$d' | tr -d '\r' > "$run/$tag.json"
@@ -106,31 +126,48 @@ for d in depths:
             tag = "%s/%s.%d.%d" % (run, v, d, r)
             text = open(tag + ".json").read()
             j = json.loads(text[text.index("{"):])["jobs"][0]["read"]
-            counts = {}
+            # per thread: "comm-tid,count,unit,event,..." (qemu's threads
+            # named with debug-threads=on: "IO io0" is the iothread; the
+            # main thread keeps the process's name)
+            per = {}
             for line in open(tag + ".perf"):
                 f = line.split(",")
-                if len(f) > 2 and f[0].strip().isdigit():
-                    counts[f[2].split(":")[-1]] = int(f[0])
+                if len(f) < 4 or not f[1].strip().isdigit():
+                    continue
+                comm = f[0].rsplit("-", 1)[0]
+                who = ("iothread" if comm == "IO io0" else
+                       "main" if comm.startswith("qemu-system") else "other")
+                ev = f[3].split(":")[-1]
+                for w in (who, "all"):
+                    per.setdefault(w, {}).setdefault(ev, 0)
+                    per[w][ev] += int(f[1])
             reqs = j["iops"] * (runtime + 2)
-            waits = sum(n for e, n in counts.items()
-                        if e.startswith("sys_enter_") and "io_uring" not in e)
+            def rate(who, events):
+                return sum(per.get(who, {}).get(e, 0) for e in events) / reqs
+            waits = ["sys_enter_epoll_wait", "sys_enter_epoll_pwait",
+                     "sys_enter_epoll_pwait2", "sys_enter_ppoll", "sys_enter_poll"]
             runs.append({"iops": j["iops"],
                          "p50_us": j["clat_ns"]["percentile"]["50.000000"] / 1000,
-                         "enters_per_req": counts["sys_enter_io_uring_enter"] / reqs,
-                         "waits_per_req": waits / reqs,
-                         "syscalls_per_req": counts["sys_enter"] / reqs})
+                         "io_enters": rate("iothread", ["sys_enter_io_uring_enter"]),
+                         "io_waits": rate("iothread", waits),
+                         "io_syscalls": rate("iothread", ["sys_enter"]),
+                         "main_syscalls": rate("main", ["sys_enter"]),
+                         "all_syscalls": rate("all", ["sys_enter"])})
         res[d][v] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         res[d][v]["runs"] = runs
-print("| iodepth | QEMU | IOPS in the guest | clat p50 (us) | io_uring_enter per request | epoll/poll waits per request | syscalls per request | / stock | / fork on epoll |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|")
+print("| iodepth | QEMU | IOPS in the guest | clat p50 (us) | iothread: io_uring_enter | iothread: epoll/poll waits | iothread: syscalls | main thread: syscalls | QEMU: syscalls | / stock | / fork on epoll |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for d in depths:
     rows = res[d]
     for v in variants:
-        print("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.1f | %.2f | %.2f |" % (
-            d, v, rows[v]["iops"], rows[v]["p50_us"], rows[v]["enters_per_req"],
-            rows[v]["waits_per_req"], rows[v]["syscalls_per_req"],
-            rows[v]["iops"] / rows["stock"]["iops"],
-            rows[v]["iops"] / rows["fork-epoll"]["iops"]))
+        r = rows[v]
+        print("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
+            d, v, r["iops"], r["p50_us"], r["io_enters"], r["io_waits"],
+            r["io_syscalls"], r["main_syscalls"], r["all_syscalls"],
+            r["iops"] / rows["stock"]["iops"],
+            r["iops"] / rows["fork-epoll"]["iops"]))
+print()
+print("Syscalls are counted per request fio made, over fio's run only.")
 if out:
     json.dump(res, open(out, "w"), indent=1)
 PY
