@@ -296,16 +296,22 @@ static bool is_wakeup(const aiol__handler *h)
 /* Caller holds loop->lock.  Counts @node in or out of the handlers. */
 static void count_locked(aiol_loop *loop, const aiol__handler *node, bool in)
 {
+    bool wakeup = is_wakeup(node), unpolled = !wakeup && node->ops.poll == NULL;
+
     aiol__assert_locked(loop);
     if (in) {
         loop->nhandlers++;
-        loop->nwakeups += is_wakeup(node);
+        loop->nwakeups += wakeup;
+        loop->nunpolled += unpolled;
     } else {
         loop->nhandlers--;
-        loop->nwakeups -= is_wakeup(node);
+        loop->nwakeups -= wakeup;
+        loop->nunpolled -= unpolled;
     }
     atomic_store_explicit(&loop->only_wakeups,
                           loop->nhandlers == loop->nwakeups,
+                          memory_order_relaxed);
+    atomic_store_explicit(&loop->only_polled, loop->nunpolled == 0,
                           memory_order_relaxed);
 }
 

@@ -259,6 +259,14 @@ struct aiol_loop {
      * thread races the poll either way).
      */
     atomic_bool only_wakeups;
+    /*
+     * Handlers that are neither wakeup fds nor have a poll callback
+     * (handler.c); lock.  only_polled is nunpolled == 0, written and read
+     * as only_wakeups: a look after a busy-poll round would only report
+     * what the poll callbacks cover (loop.c skips it).
+     */
+    size_t nunpolled;
+    atomic_bool only_polled;
     AIOL_LIST_HEAD(, aiol__handler) deleted; /* removed while walked; lock */
     AIOL_LIST_HEAD(, aiol__handler) live;    /* every handler in table; lock */
     /*

@@ -379,6 +379,50 @@ static void test_busypoll_never_starves_fds(void **state)
     aiol_loop_free(loop);
 }
 
+/*
+ * A poll that does not block, with the window open and every handler
+ * polled, runs one round of poll callbacks instead of a look (as QEMU 7.2
+ * does): a readable fd whose poll callback reports nothing waits, though
+ * no more polls in a row than busy polling may skip waits.  One handler
+ * without a poll callback makes every such poll look.
+ */
+static void test_busypoll_round_replaces_look(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    int plain = tu_eventfd(), reads = 0, first = 0;
+    ph a;
+
+    (void)state;
+    ph_add(&a, loop, true);
+    a.drain = true;                          /* its poll reports nothing */
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
+    open_window(loop);
+
+    tu_eventfd_signal(a.fd);
+    for (int i = 1; i <= 9 && first == 0; i++) {
+        aiol_loop_poll(loop, false);
+        if (a.reads > 0) {
+            first = i;
+        }
+    }
+    assert_true(first >= 2 && first <= 9);   /* AIOL__POLL_MAX_SKIPS + 1 */
+
+    /* with a handler no round covers, the first poll looks */
+    assert_int_equal(aiol_fd_set(loop, plain, lw_count_cb, NULL, NULL, &reads),
+                     0);
+    open_window(loop);
+    a.reads = 0;
+    tu_eventfd_signal(a.fd);
+    assert_true(aiol_loop_poll(loop, false));
+    assert_int_equal(a.reads, 1);
+    assert_int_equal(reads, 0);
+
+    assert_int_equal(aiol_fd_remove(loop, plain), 0);
+    close(plain);
+    ph_del(&a);
+    aiol_loop_free(loop);
+}
+
 static void test_busypoll_due_timer_fires(void **state)
 {
     aiol_loop *loop = settled_loop();
@@ -663,6 +707,7 @@ int main(void)
         cmocka_unit_test(test_busypoll_params_invalid),
         cmocka_unit_test(test_busypoll_params_saturate),
         cmocka_unit_test(test_busypoll_never_starves_fds),
+        cmocka_unit_test(test_busypoll_round_replaces_look),
         cmocka_unit_test(test_busypoll_due_timer_fires),
         cmocka_unit_test(test_busypoll_idle_handlers_cost_rounds_nothing),
         cmocka_unit_test(test_busypoll_notify_ends_window),

@@ -193,7 +193,9 @@ const char *aiol_loop_fdmon_get(const aiol_loop *loop);
  * what this call collected.  May be called from inside a callback of the
  * same loop (nested poll); see docs/design.md for the nesting rules.
  * Without @p blocking it only looks at the fds, and not even that while
- * every handler is a wakeup fd (AIOL_FD_NO_PROGRESS).
+ * every handler is a wakeup fd (AIOL_FD_NO_PROGRESS), or while busy
+ * polling is on and every other handler has a poll callback: one round of
+ * those stands for the look then, at most 8 polls in a row.
  *
  * @return true when progress was made: a callback other than the loop's
  *         internal ones ran.
