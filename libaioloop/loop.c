@@ -262,13 +262,15 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
 
 /*
  * Polling thread.  Whether a look (a wait with deadline 0) can be skipped:
- * every handler is a wakeup fd, or a busy-poll round just ran (@rounded)
- * over handlers that all have a poll callback, as QEMU 7.2 skips it when
- * polling is allowed.  The second counts toward the waits busy polling may
- * skip in a row, so an fd whose poll callback misses it is still looked
- * at.  Never while the monitor owes a look (a request's completion).
+ * every handler is a wakeup fd, or busy polling is on (poll_max_ns) and
+ * every other handler has a poll callback, which a round of the window
+ * (when it is open) or the next blocking poll consults; QEMU 7.2 skips
+ * the look then too.  The second counts toward the waits busy polling may
+ * skip in a row, so an fd whose poll callback misses its readiness is
+ * still looked at.  Never while the monitor owes a look (a request's
+ * completion).
  */
-static inline bool look_needless(aiol_loop *loop, bool rounded)
+static inline bool look_needless(aiol_loop *loop)
 {
     if (loop->fdmon->look_owed != NULL && loop->fdmon->look_owed(loop)) {
         return false;
@@ -276,7 +278,8 @@ static inline bool look_needless(aiol_loop *loop, bool rounded)
     if (atomic_load_explicit(&loop->only_wakeups, memory_order_relaxed)) {
         return true;
     }
-    if (rounded && loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS &&
+    if (loop->poll_max_ns > 0 &&
+        loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS &&
         atomic_load_explicit(&loop->only_polled, memory_order_relaxed)) {
         loop->poll_skipped_waits++;
         return true;
@@ -290,7 +293,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
 {
     aiol__ready_list ready = AIOL_LIST_HEAD_INITIALIZER;
     bool blocking = deadline_ns > 0 && !from_host;
-    bool progress, rounded = false;
+    bool progress;
     aiol__now start = AIOL__NOW_LAZY; /* (when a blocking wait began) */
 
     aiol__check(loop != NULL, "loop is NULL");
@@ -316,20 +319,19 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
             (loop->poll_ns > 0 || loop->poll_recheck)) {
             loop->poll_recheck = false;
             aiol__busy_poll(loop, &ready, aiol_mono_time_get(), 0); /* 1 round */
-            rounded = true;
         }
         /* Busy-polled work skips the wait, but not many times in a row. */
         if (!AIOL_LIST_EMPTY(&ready) &&
             loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS) {
             loop->poll_skipped_waits++;
         } else if (deadline_ns == 0 && !for_host &&
-                   look_needless(loop, rounded)) {
+                   look_needless(loop)) {
             /*
              * Nothing a look could report: wakeup fds only end blocking
              * waits, and the next one drains them (a bottom-half run
-             * after one aiol_bh_schedule() makes no syscall); or the
-             * round just polled every other handler, whose poll callback
-             * sees what its fd would say.  Not for a host's dispatch: the
+             * after one aiol_bh_schedule() makes no syscall); or busy
+             * polling is on and every other handler's poll callback sees
+             * what its fd would say.  Not for a host's dispatch: the
              * host polls the loop fd, which stays readable until a wait
              * drains them.
              */

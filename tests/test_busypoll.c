@@ -380,41 +380,61 @@ static void test_busypoll_never_starves_fds(void **state)
 }
 
 /*
- * A poll that does not block, with the window open and every handler
- * polled, runs one round of poll callbacks instead of a look (as QEMU 7.2
- * does): a readable fd whose poll callback reports nothing waits, though
- * no more polls in a row than busy polling may skip waits.  One handler
- * without a poll callback makes every such poll look.
+ * Polls that do not block until the handler's fd is read; at most 9.
+ * Signals the handler's fd first.
+ */
+static int polls_until_read(ph *h)
+{
+    h->reads = 0;
+    tu_eventfd_signal(h->fd);
+    for (int i = 1; i <= 9; i++) {
+        aiol_loop_poll(h->loop, false);
+        if (h->reads > 0) {
+            return i;
+        }
+    }
+    return 0;
+}
+
+/*
+ * With busy polling on and every handler polled, a poll that does not
+ * block makes no look (as QEMU 7.2): the window's round of poll callbacks,
+ * when it is open, or the next blocking poll stands for it.  A readable fd
+ * whose poll callback reports nothing waits, though no more polls in a row
+ * than busy polling may skip waits.  With polling off, or with one handler
+ * that has no poll callback, every such poll looks.
  */
 static void test_busypoll_round_replaces_look(void **state)
 {
     aiol_loop *loop = settled_loop();
-    int plain = tu_eventfd(), reads = 0, first = 0;
+    int plain = tu_eventfd(), reads = 0, first;
     ph a;
 
     (void)state;
     ph_add(&a, loop, true);
     a.drain = true;                          /* its poll reports nothing */
     assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
-    open_window(loop);
 
-    tu_eventfd_signal(a.fd);
-    for (int i = 1; i <= 9 && first == 0; i++) {
-        aiol_loop_poll(loop, false);
-        if (a.reads > 0) {
-            first = i;
-        }
-    }
+    /* polling on, the window not open yet: no look, and no round */
+    first = polls_until_read(&a);
     assert_true(first >= 2 && first <= 9);   /* AIOL__POLL_MAX_SKIPS + 1 */
+    assert_int_equal(rounds(loop), 0);
 
-    /* with a handler no round covers, the first poll looks */
+    /* the window open: a round each, no look */
+    open_window(loop);
+    first = polls_until_read(&a);
+    assert_true(first >= 2 && first <= 9);
+
+    /* polling off: the first poll looks */
+    assert_int_equal(aiol_loop_poll_params_set(loop, 0, 0, 0), 0);
+    assert_int_equal(polls_until_read(&a), 1);
+
+    /* polling on, with a handler no round covers: the first poll looks */
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 0, 0), 0);
     assert_int_equal(aiol_fd_set(loop, plain, lw_count_cb, NULL, NULL, &reads),
                      0);
     open_window(loop);
-    a.reads = 0;
-    tu_eventfd_signal(a.fd);
-    assert_true(aiol_loop_poll(loop, false));
-    assert_int_equal(a.reads, 1);
+    assert_int_equal(polls_until_read(&a), 1);
     assert_int_equal(reads, 0);
 
     assert_int_equal(aiol_fd_remove(loop, plain), 0);

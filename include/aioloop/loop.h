@@ -194,8 +194,9 @@ const char *aiol_loop_fdmon_get(const aiol_loop *loop);
  * same loop (nested poll); see docs/design.md for the nesting rules.
  * Without @p blocking it only looks at the fds, and not even that while
  * every handler is a wakeup fd (AIOL_FD_NO_PROGRESS), or while busy
- * polling is on and every other handler has a poll callback: one round of
- * those stands for the look then, at most 8 polls in a row.
+ * polling is on and every other handler has a poll callback (the window's
+ * round, when it is open, or the next blocking poll consults them), at
+ * most 8 polls in a row.
  *
  * @return true when progress was made: a callback other than the loop's
  *         internal ones ran.
