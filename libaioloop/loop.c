@@ -272,19 +272,23 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
  */
 static inline bool look_needless(aiol_loop *loop)
 {
+    bool polled = false;
+
+    if (!atomic_load_explicit(&loop->only_wakeups, memory_order_relaxed)) {
+        polled = loop->poll_max_ns > 0 &&
+                 loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS &&
+                 atomic_load_explicit(&loop->only_polled,
+                                      memory_order_relaxed);
+        if (!polled) {
+            return false;
+        }
+    }
+    /* (the monitor is asked only when the look would be skipped) */
     if (loop->fdmon->look_owed != NULL && loop->fdmon->look_owed(loop)) {
         return false;
     }
-    if (atomic_load_explicit(&loop->only_wakeups, memory_order_relaxed)) {
-        return true;
-    }
-    if (loop->poll_max_ns > 0 &&
-        loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS &&
-        atomic_load_explicit(&loop->only_polled, memory_order_relaxed)) {
-        loop->poll_skipped_waits++;
-        return true;
-    }
-    return false;
+    loop->poll_skipped_waits += polled;
+    return true;
 }
 
 AIOL__HOT
