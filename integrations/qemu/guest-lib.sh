@@ -369,6 +369,7 @@ guest_case_end() {
         return 0
     fi
     echo "$tag: FAIL $label: $why (${ms} ms)"
+    guest_failures+=("$tag: FAIL $label: $why (${ms} ms; logs in $guest_case_dir)")
     for f in "$@"; do
         echo "--- $guest_case_dir/$f (tail)"
         tail -n 15 "$guest_case_dir/$f" 2>/dev/null || true
@@ -378,7 +379,7 @@ guest_case_end() {
 
 # guest_tally CMD...: runs one case, CMD, and counts it in guest_passed or
 # guest_failed.
-guest_passed=0 guest_failed=0
+guest_passed=0 guest_failed=0 guest_failures=()
 guest_tally() {
     if "$@"; then
         guest_passed=$((guest_passed + 1))
@@ -387,8 +388,14 @@ guest_tally() {
     fi
 }
 
-# guest_summary TAG: prints "TAG: N passed, N failed"; fails if any did.
+# guest_summary TAG: prints again the FAIL lines of guest_case_end (the
+# logs printed after each one would push it out of a log's tail), then
+# "TAG: N passed, N failed"; fails if any did.
 guest_summary() {
+    local f
+    for f in "${guest_failures[@]}"; do
+        echo "$f"
+    done
     echo "$1: $guest_passed passed, $guest_failed failed"
     [ "$guest_failed" = 0 ]
 }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# lifecycle-test.sh --daemon BINARY [--qemu BINARY]... [WORKDIR]
+# lifecycle-test.sh --daemon BINARY [--qemu BINARY]... [--case NAME]... [WORKDIR]
 #
 # aioloop-vhost-blk outliving its frontends, as qemu-storage-daemon does
 # (its vhost-user-blk export keeps listening when a frontend goes): a real
@@ -26,21 +26,31 @@
 # then ends it with exit status 0.  QEMUs: Debian's qemu-system-x86 7.2
 # (installed if missing) and WORKDIR/fork-build/qemu-system-x86_64 when it
 # exists.  Prints one line per case and "vhost-lifecycle: N passed, N
-# failed".  Environment: GUEST_TIMEOUT (seconds per boot, default 150),
+# failed".  --case runs only the named cases (kill, reconnect, hotplug;
+# repeat it to run one several times).  Environment: GUEST_TIMEOUT (seconds per boot, default 150),
 # GUEST_IMGDIR, KEEP=1 (guest-lib.sh).
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 . "$here/../qemu/guest-lib.sh"
 
+cases=() runs=0
+
 while [ $# -gt 0 ]; do
     case $1 in
         --daemon|--qemu) guest_vhost_opt "$1" "$2"; shift ;;
+        --case)
+            case $2 in
+                kill|reconnect|hotplug) cases+=("$2") ;;
+                *) echo "vhost-lifecycle: unknown case $2" >&2; exit 2 ;;
+            esac
+            shift ;;
         *) guest_arg vhost-lifecycle "$1" ;;
     esac
     shift
 done
 guest_vhost_init vhost-lifecycle
+[ ${#cases[@]} -gt 0 ] || cases=(kill reconnect hotplug)
 qmp=$here/qmp.py
 
 gdir=$work/guest
@@ -173,8 +183,9 @@ run_case() {
     local name ms why='' note='' dpid qpid
     qemu=$1
     name="$(basename "$(dirname "$qemu")")/${qemu##*/} $2"
-    dir=$gdir/lifecycle-$2-$$
-    img=$guest_imgdir/lifecycle-$2-$$.img
+    runs=$((runs + 1))
+    dir=$gdir/lifecycle-$2-$$-$runs
+    img=$guest_imgdir/lifecycle-$2-$$-$runs.img
     sock=$dir/vhost.sock
     guest_case_start "$dir" "$img"
     if start_daemon "$dir/daemon.log"; then
@@ -190,7 +201,7 @@ run_case() {
 }
 
 for q in "${qemus[@]}"; do
-    for c in kill reconnect hotplug; do
+    for c in "${cases[@]}"; do
         guest_tally run_case "$q" "$c"
     done
 done

@@ -227,13 +227,19 @@ void aiol__vhost_drop(aiol_vhost_dev *dev, bool malformed, const char *fmt,
     err_vset(dev, fmt, ap);
     va_end(ap);
     aiol_fd_remove(dev->loop, dev->conn_fd);
+    /* The rings stop first, their requests completed into the used
+     * rings, and only then may the frontend see the connection close: a
+     * frontend that finds its backend gone resumes from the used index
+     * it reads then (QEMU's vhost_virtqueue_stop() when GET_VRING_BASE
+     * fails), so a request completed after the close would be run again
+     * by the next backend and completed to the guest twice. */
+    aiol__vhost_park(dev);
+    aiol__vhost_reset(dev);
+    aiol__vhost_unpark(dev);
     close(dev->conn_fd);
     dev->conn_fd = -1;
     close_fds(dev);
     dev->got = 0;
-    aiol__vhost_park(dev);
-    aiol__vhost_reset(dev);
-    aiol__vhost_unpark(dev);
     dev->st.drops++;
     if (malformed) {
         dev->st.malformed++;

@@ -454,6 +454,46 @@ static void test_reconnect(void **state)
     }
 }
 
+/*
+ * A device that drops its frontend (aiol_vhost_dev_disconnect(), as
+ * aiol_vhost_dev_free() does) completes the chain it has in flight before
+ * the frontend can see the connection close: QEMU, finding its backend
+ * gone, resumes from the used index it reads then, and a chain completed
+ * after it would be served by the next backend and completed twice.
+ */
+static void test_drop_completes_before_close(void **state)
+{
+    fx *t = *state;
+    vfe *f = &t->f;
+    uint64_t w;
+    vfe_buf b;
+    uint32_t id, len;
+    uint16_t head;
+
+    assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
+    assert_int_equal(fx_request(t, 0, false), 0);
+    t->toy.hold[0] = true;
+    w = vfe_alloc(f, 0, 64, 8);
+    b = (vfe_buf){ w, 64, true };
+    head = vfe_vq_add(f, 0, &b, 1, false);
+    vfe_vq_kick(f, 0);
+    for (int i = 0; i < 100 && t->toy.held[0].vq == NULL; i++) {
+        vfe_pump(f, 1);
+    }
+    assert_non_null(t->toy.held[0].vq);
+    assert_int_equal(vfe_vq_used_pending(f, 0), 0);
+    t->toy.peer_fd1 = f->sock + 1;
+    aiol_vhost_dev_disconnect(t->dev);
+    t->toy.peer_fd1 = 0;
+    assert_false(aiol_vhost_dev_is_connected(t->dev));
+    assert_true(vfe_dropped(f));
+    assert_int_equal(t->toy.stops, 1);
+    assert_int_equal(t->toy.stops_after_close, 0);
+    assert_int_equal(vfe_vq_wait_used(f, 0, &id, &len), 0);
+    assert_int_equal(id, head);
+    assert_int_equal(vfe_vq_used_pending(f, 0), 0);
+}
+
 /* Without PROTOCOL_FEATURES a ring is enabled as soon as it starts; with
  * it, only after SET_VRING_ENABLE 1, and SET_VRING_ENABLE 0 disables it. */
 static void test_vring_enable(void **state)
@@ -585,6 +625,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_call_nofd, setup, teardown),
         cmocka_unit_test_setup_teardown(test_get_vring_base, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_drop_completes_before_close,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_reconnect, setup, teardown),
         cmocka_unit_test_setup_teardown(test_vring_enable, setup, teardown),
         cmocka_unit_test_setup_teardown(test_reset_owner, setup, teardown),

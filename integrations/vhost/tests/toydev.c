@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* toydev.c - the toy checksum/echo device (toydev.h). */
+#define _GNU_SOURCE /* (POLLRDHUP) */
 #include <errno.h>
+#include <poll.h>
 #include <string.h>
 
 #include "toydev.h"
@@ -167,6 +169,13 @@ static void toydev_stop(void *opaque, aiol_vhost_vq *vq)
     unsigned q = aiol_vhost_vq_index_get(vq);
 
     bump(&t->stops);
+    if (t->peer_fd1 > 0) {
+        struct pollfd p = { .fd = t->peer_fd1 - 1, .events = POLLRDHUP };
+
+        if (poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP))) {
+            bump(&t->stops_after_close);
+        }
+    }
     if (q < TOYDEV_QUEUES) {
         toydev_release(&t->held[q]);
         __atomic_store_n(&t->stop_thread[q], pthread_self(), __ATOMIC_RELAXED);

@@ -51,6 +51,11 @@ typedef struct toydev {
      * toydev_release() (set it before the kick that brings the chain) */
     bool hold[TOYDEV_QUEUES];
     toydev_held held[TOYDEV_QUEUES];
+    /* peer_fd + 1, set by a test (0: none): each queue_stop looks whether
+     * that socket, the frontend's end, already sees the device's end
+     * closed, and counts it in stops_after_close */
+    int peer_fd1;
+    unsigned stops_after_close;
 } toydev;
 
 extern const aiol_vhost_dev_ops toydev_ops;
