@@ -15,6 +15,7 @@
  */
 #include <assert.h>
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
@@ -74,16 +75,56 @@ static aiol__handler *spare_pop_locked(aiol_loop *loop)
     return node;
 }
 
-/* Caller holds loop->lock.  Memory for a new handler: a spare or malloc's. */
+/*
+ * Handlers come from slabs of SLAB_NODES, each a whole number of cache
+ * lines on a cache line (internal.h), after a line that links the slab
+ * to loop->slabs.  A slab's handlers go on the spare stack lowest first,
+ * so handlers set one after another sit next to each other.  Slabs are
+ * freed with the loop, as spares were.
+ */
+#define LINE 64
+#define NODE_SIZE ((sizeof(aiol__handler) + LINE - 1) / LINE * LINE)
+#define SLAB_NODES 32
+#define SLAB_SIZE (LINE + SLAB_NODES * NODE_SIZE)
+_Static_assert(offsetof(aiol__handler, ops.poll) + sizeof(aiol_poll_fn *) <=
+                   LINE,
+               "what an event and a plain re-arm touch is one cache line");
+
+static void node_release_locked(aiol_loop *loop, aiol__handler *node);
+
+/* Caller holds loop->lock.  Memory for a new handler, or NULL. */
 static aiol__handler *node_alloc_locked(aiol_loop *loop)
 {
-    aiol__handler *node = spare_pop_locked(loop);
+    char *slab;
 
-    /*
-     * malloc, not calloc: glibc's calloc bypasses the per-thread cache,
-     * and node_init() sets every field anyway.
-     */
-    return node != NULL ? node : malloc(sizeof(*node));
+    if (loop->spare == NULL) {
+        slab = aligned_alloc(LINE, SLAB_SIZE);
+        if (slab == NULL) {
+            return NULL;
+        }
+        *(void **)slab = loop->slabs;
+        loop->slabs = slab;
+        for (size_t i = SLAB_NODES; i-- > 0;) {
+            node_release_locked(
+                loop, (aiol__handler *)(slab + LINE + i * NODE_SIZE));
+        }
+    }
+    return spare_pop_locked(loop);
+}
+
+/* Caller holds loop->lock; every handler is a spare.  Frees the slabs. */
+static void slabs_free_locked(aiol_loop *loop)
+{
+    void *slab;
+
+    aiol__assert_locked(loop);
+    while (spare_pop_locked(loop) != NULL) {
+        /* (unpoisoned: the slab goes back whole) */
+    }
+    while ((slab = loop->slabs) != NULL) {
+        loop->slabs = *(void **)slab;
+        free(slab);
+    }
 }
 
 /* Caller holds loop->lock and is done with @node: it becomes a spare. */
@@ -212,16 +253,33 @@ static bool ops_empty(const aiol_fd_ops *ops)
     return ops == NULL || (!ops->read && !ops->write && !ops->poll);
 }
 
-/* True when handler @h already is what (@ops, @opaque, @internal) asks for. */
+/* True when @ops has only read, write and poll: no other callback, no flag. */
+static bool ops_plain(const aiol_fd_ops *ops)
+{
+    return !ops->poll_ready && !ops->poll_begin && !ops->poll_end &&
+           ops->flags == 0;
+}
+
+/*
+ * True when handler @h already is what (@ops, @opaque, @internal) asks
+ * for.  For plain ops (aiol_fd_set()'s) it reads the handler's first
+ * cache line only.
+ */
 static bool same_handler(const aiol__handler *h, const aiol_fd_ops *ops,
                          void *opaque, bool internal)
 {
     const aiol_fd_ops *x = &h->ops, *y = ops;
 
-    return h->opaque == opaque && h->internal == internal &&
-           x->read == y->read && x->write == y->write && x->poll == y->poll &&
-           x->poll_ready == y->poll_ready && x->poll_begin == y->poll_begin &&
-           x->poll_end == y->poll_end && x->flags == y->flags;
+    if (h->opaque != opaque || h->internal != internal ||
+        x->read != y->read || x->write != y->write || x->poll != y->poll) {
+        return false;
+    }
+    if (ops_plain(y)) {
+        return h->plain;
+    }
+    return !h->plain && x->poll_ready == y->poll_ready &&
+           x->poll_begin == y->poll_begin && x->poll_end == y->poll_end &&
+           x->flags == y->flags;
 }
 
 /*
@@ -237,6 +295,7 @@ static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
     node->ops = *ops;
     node->opaque = opaque;
     node->internal = internal;
+    node->plain = ops_plain(ops);
     atomic_init(&node->deleted, false);
     node->revents = 0;
     AIOL_LIST_ENTRY_INIT(node, node_ready);
@@ -500,8 +559,6 @@ bool aiol_fd_is_set(aiol_loop *loop, int fd)
 
 void aiol__handlers_free_all(aiol_loop *loop)
 {
-    aiol__handler *node;
-
     aiol__lock(loop);
     for (size_t fd = 0; fd < loop->table_size; fd++) {
         if (loop->table[fd] != NULL) {
@@ -509,9 +566,7 @@ void aiol__handlers_free_all(aiol_loop *loop)
         }
     }
     free_deleted_locked(loop);
-    while ((node = spare_pop_locked(loop)) != NULL) {
-        free(node);
-    }
+    slabs_free_locked(loop);
     aiol__unlock(loop);
     free(loop->table);
     loop->table = NULL;

@@ -99,13 +99,26 @@ typedef struct aiol__handler aiol__handler;
 /* A ready list: owned by one poll call (a local variable of that call). */
 typedef AIOL_LIST_HEAD(aiol__ready_list, aiol__handler) aiol__ready_list;
 
+/*
+ * The fields an event touches (the monitor's lookup and ready list, then
+ * dispatch) and those a re-arm with the same callbacks compares come
+ * first and fill one cache line; handlers are carved from cache-aligned
+ * slabs (handler.c).  With thousands of handlers an event or a re-arm
+ * then costs one miss on its handler, and re-arming them all does not
+ * push the rest of the program out of the cache.
+ */
 struct aiol__handler {
     /* Immutable from creation until the handler is freed. */
     int fd;
     unsigned events;   /* AIOL__EV_IN and/or AIOL__EV_OUT to watch; may be 0 */
-    aiol_fd_ops ops;
     void *opaque;
+
+    /* Owner: the polling thread.  Set when queued on a ready list. */
+    unsigned revents;
+
+    /* Immutable, as fd. */
     bool internal;     /* not progress: the loop's notifier, AIOL_FD_NO_PROGRESS */
+    bool plain;        /* ops has only read, write and poll (no flags) */
 
     /*
      * Set once, under loop->lock, by whoever removes or replaces the
@@ -116,9 +129,11 @@ struct aiol__handler {
      */
     atomic_bool deleted;
 
-    /* Owner: the polling thread.  Set when queued on a ready list. */
-    unsigned revents;
+    /* Owner: the polling thread, as revents. */
     AIOL_LIST_ENTRY(aiol__handler) node_ready;
+
+    /* Immutable, as fd; read, write and poll are in the first line. */
+    aiol_fd_ops ops;
 
     /* Protected by loop->lock. */
     AIOL_LIST_ENTRY(aiol__handler) node_deleted;
@@ -276,6 +291,7 @@ struct aiol_loop {
      * number of handlers the loop had at once, freed with the loop.  lock.
      */
     aiol__handler *spare;
+    void *slabs; /* the memory of every handler, a list (handler.c); lock */
     /*
      * Set, under the lock, by the first aiol_loop_embed_fds() that caches
      * a list; until then no cache can name a handler and table changes

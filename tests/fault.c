@@ -22,6 +22,7 @@ struct io_uring_params;
 void *__real_malloc(size_t size);
 void *__real_calloc(size_t n, size_t size);
 void *__real_realloc(void *p, size_t size);
+void *__real_aligned_alloc(size_t align, size_t size);
 int __real_epoll_create1(int flags);
 int __real_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 int __real_eventfd(unsigned int initval, int flags);
@@ -33,6 +34,7 @@ int __wrap_pthread_mutex_lock(pthread_mutex_t *m);
 void *__wrap_malloc(size_t size);
 void *__wrap_calloc(size_t n, size_t size);
 void *__wrap_realloc(void *p, size_t size);
+void *__wrap_aligned_alloc(size_t align, size_t size);
 int __wrap_epoll_create1(int flags);
 int __wrap_epoll_ctl(int epfd, int op, int fd, struct epoll_event *ev);
 int __wrap_eventfd(unsigned int initval, int flags);
@@ -123,6 +125,11 @@ void *__wrap_calloc(size_t n, size_t size)
 void *__wrap_realloc(void *p, size_t size)
 {
     return should_fail(TF_ALLOC) ? NULL : __real_realloc(p, size);
+}
+
+void *__wrap_aligned_alloc(size_t align, size_t size)
+{
+    return should_fail(TF_ALLOC) ? NULL : __real_aligned_alloc(align, size);
 }
 
 int __wrap_epoll_create1(int flags)

@@ -25,7 +25,8 @@
 
 /* The kinds of call that can be failed. */
 typedef enum tf_call {
-    TF_ALLOC,         /* malloc, calloc, realloc (fail: NULL, ENOMEM) */
+    TF_ALLOC,         /* malloc, calloc, realloc, aligned_alloc (fail: NULL,
+                         ENOMEM) */
     TF_EPOLL_CREATE,  /* epoll_create1 */
     TF_EPOLL_CTL,     /* epoll_ctl */
     TF_EVENTFD,       /* eventfd */
