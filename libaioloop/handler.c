@@ -90,7 +90,14 @@ _Static_assert(offsetof(aiol__handler, ops.poll) + sizeof(aiol_poll_fn *) <=
                    LINE,
                "what an event and a plain re-arm touch is one cache line");
 
-static void node_release_locked(aiol_loop *loop, aiol__handler *node);
+/* Caller holds loop->lock and is done with @node: it becomes a spare. */
+static void node_release_locked(aiol_loop *loop, aiol__handler *node)
+{
+    aiol__assert_locked(loop);
+    node->node_deleted.le_next = loop->spare;
+    loop->spare = node;
+    spare_poison(node, true);
+}
 
 /* Caller holds loop->lock.  Memory for a new handler, or NULL. */
 static aiol__handler *node_alloc_locked(aiol_loop *loop)
@@ -125,15 +132,6 @@ static void slabs_free_locked(aiol_loop *loop)
         loop->slabs = *(void **)slab;
         free(slab);
     }
-}
-
-/* Caller holds loop->lock and is done with @node: it becomes a spare. */
-static void node_release_locked(aiol_loop *loop, aiol__handler *node)
-{
-    aiol__assert_locked(loop);
-    node->node_deleted.le_next = loop->spare;
-    loop->spare = node;
-    spare_poison(node, true);
 }
 
 /* Caller holds loop->lock.  Frees every parked handler. */
