@@ -11,6 +11,9 @@
  *                                    submitted and reaped in one enter
  *              ring POLL_ADD         a single-shot poll of that eventfd
  *                                    (our io_uring fd monitor's re-arm)
+ *              ring POLL_ADD fixed   the same poll on a registered file
+ *                                    (IOSQE_FIXED_FILE: no file reference
+ *                                    taken and dropped per poll)
  *   register N registrations added and removed again, per pair:
  *              epoll_ctl ADD+DEL     two syscalls per pair
  *              ring EPOLL_CTL        the same two operations as SQEs, N per
@@ -19,6 +22,18 @@
  *                                    disarmed (EPOLLONESHOT, no events)
  *              ADD that fails EEXIST what a loop that never deletes pays
  *                                    (libev's lazy removal)
+ *              ring POLL_ADD+cancel  a single-shot poll armed and cancelled
+ *                                    (POLL_REMOVE), N per enter: our io_uring
+ *                                    fd monitor's handler churn
+ *              ring fixed POLL_ADD+cancel  the same on registered files,
+ *                                    each installed (FILES_UPDATE) before its
+ *                                    poll and cleared after its cancel, as a
+ *                                    monitor must so as not to keep a closed
+ *                                    fd's file open
+ *
+ *   syscall  getppid(2), the price of a kernel entry on this machine (page
+ *            table isolation and nested virtualization raise it): where it
+ *            is high, batching changes into one io_uring_enter pays most.
  *
  * Rounds alternate the variants; medians.  Rings are DEFER_TASKRUN, as
  * the io_uring fd monitor's.  Exits 77 where the kernel lacks EPOLL_WAIT
@@ -33,6 +48,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "bench.h"
@@ -40,9 +56,9 @@
 /* liburing 2.3 predates it; the kernel's number since 6.15 */
 #define OP_EPOLL_WAIT 59
 
-enum { NFDS = 1000, EVENTS = 50000, ROUNDS = 5, MAXV = 8 };
+enum { NFDS = 1000, EVENTS = 50000, ROUNDS = 5 };
 
-static int ep, efd[NFDS];
+static int ep, efd[NFDS], nofd[NFDS];
 static struct io_uring ring;
 static struct epoll_event evs[NFDS];
 
@@ -53,7 +69,10 @@ static void drain(int i)
     BENCH_CHECK(eventfd_read(efd[i], &v) == 0);
 }
 
-/* Submits what is queued, waits for @n completions, checks and reaps them. */
+/*
+ * Submits what is queued, waits for @n completions, checks and reaps them;
+ * a cancelled poll's -ECANCELED counts as success.
+ */
 static void reap(unsigned n)
 {
     struct io_uring_cqe *cqe;
@@ -61,7 +80,7 @@ static void reap(unsigned n)
 
     BENCH_CHECK(io_uring_submit_and_wait(&ring, n) >= 0);
     io_uring_for_each_cqe(&ring, head, cqe) {
-        BENCH_CHECK(cqe->res >= 0);
+        BENCH_CHECK(cqe->res >= 0 || cqe->res == -ECANCELED);
         seen++;
     }
     io_uring_cq_advance(&ring, seen);
@@ -103,15 +122,81 @@ static void wait_ring_epoll(void)
     }
 }
 
-static void wait_ring_poll(void)
+/* A single-shot poll of eventfd @i, on its registered slot if @fixed. */
+static void prep_poll(int i, int fixed)
+{
+    struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+    io_uring_prep_poll_add(sqe, fixed ? i : efd[i], POLLIN);
+    io_uring_sqe_set_data64(sqe, (uint64_t)i);
+    if (fixed) {
+        sqe->flags |= IOSQE_FIXED_FILE;
+    }
+}
+
+static void wait_poll(int fixed)
 {
     for (long k = 0; k < EVENTS; k++) {
         int i = (int)((k * 7919) % NFDS);
 
         BENCH_CHECK(eventfd_write(efd[i], 1) == 0);
-        io_uring_prep_poll_add(io_uring_get_sqe(&ring), efd[i], POLLIN);
+        prep_poll(i, fixed);
         reap(1);
         drain(i);
+    }
+}
+
+static void wait_ring_poll(void)
+{
+    wait_poll(0);
+}
+
+static void wait_ring_poll_fixed(void)
+{
+    wait_poll(1);
+}
+
+/*
+ * Arms a poll on every eventfd and cancels each again, N SQEs per enter;
+ * with @fixed, each file is installed in its slot first (linked to its
+ * poll) and its slot cleared after the cancel.
+ */
+static void poll_churn(int fixed)
+{
+    for (int i = 0; i < NFDS; i++) {
+        if (fixed) {
+            struct io_uring_sqe *sqe = io_uring_get_sqe(&ring);
+
+            io_uring_prep_files_update(sqe, &efd[i], 1, i);
+            io_uring_sqe_set_data64(sqe, ~0ull);
+            sqe->flags |= IOSQE_IO_LINK;
+        }
+        prep_poll(i, fixed);
+    }
+    reap(fixed ? NFDS : 0);
+    for (int i = 0; i < NFDS; i++) {
+        io_uring_prep_poll_remove(io_uring_get_sqe(&ring), (uint64_t)i);
+        if (fixed) {
+            io_uring_prep_files_update(io_uring_get_sqe(&ring), &nofd[i], 1, i);
+        }
+    }
+    reap(fixed ? 3 * NFDS : 2 * NFDS);
+}
+
+static void reg_ring_poll(void)
+{
+    poll_churn(0);
+}
+
+static void reg_ring_poll_fixed(void)
+{
+    poll_churn(1);
+}
+
+static void bare_syscall(void)
+{
+    for (long k = 0; k < EVENTS; k++) {
+        BENCH_CHECK(syscall(SYS_getppid) > 0);
     }
 }
 
@@ -159,8 +244,22 @@ typedef struct variant {
     long per_run;       /* events or pairs in one run */
     int setup;          /* registrations the run expects: 0 none, 1 armed,
                            2 kept disarmed (EPOLLONESHOT) */
+    int files;          /* 1: every eventfd in its registered slot */
+    int group;          /* ratios are against the group's first variant */
     double v[ROUNDS];
 } variant;
+
+/* Fills (@want) or clears the ring's registered file slots. */
+static void prepare_files(int want)
+{
+    static int now;
+
+    if (now != want) {
+        BENCH_CHECK(io_uring_register_files_update(&ring, 0, want ? efd : nofd,
+                                                   NFDS) == NFDS);
+        now = want;
+    }
+}
 
 static void prepare(int setup)
 {
@@ -196,13 +295,21 @@ static double median(double *v)
 int main(void)
 {
     variant vs[] = {
-        { "wait: epoll_wait", wait_epoll, EVENTS, 1, { 0 } },
-        { "wait: ring EPOLL_WAIT", wait_ring_epoll, EVENTS, 1, { 0 } },
-        { "wait: ring POLL_ADD", wait_ring_poll, EVENTS, 0, { 0 } },
-        { "register: epoll_ctl ADD+DEL", reg_ctl, NFDS, 0, { 0 } },
-        { "register: ring EPOLL_CTL ADD+DEL", reg_ring_ctl, NFDS, 0, { 0 } },
-        { "register: MOD arm+disarm", reg_mod, NFDS, 2, { 0 } },
-        { "register: ADD failing EEXIST", reg_eexist, NFDS, 1, { 0 } },
+        { "wait: epoll_wait", wait_epoll, EVENTS, 1, 0, 0, { 0 } },
+        { "wait: ring EPOLL_WAIT", wait_ring_epoll, EVENTS, 1, 0, 0, { 0 } },
+        { "wait: ring POLL_ADD", wait_ring_poll, EVENTS, 0, 0, 0, { 0 } },
+        { "wait: ring POLL_ADD fixed", wait_ring_poll_fixed, EVENTS, 0, 1, 0,
+          { 0 } },
+        { "register: epoll_ctl ADD+DEL", reg_ctl, NFDS, 0, 0, 1, { 0 } },
+        { "register: ring EPOLL_CTL ADD+DEL", reg_ring_ctl, NFDS, 0, 0, 1,
+          { 0 } },
+        { "register: MOD arm+disarm", reg_mod, NFDS, 2, 0, 1, { 0 } },
+        { "register: ADD failing EEXIST", reg_eexist, NFDS, 1, 0, 1, { 0 } },
+        { "register: ring POLL_ADD+cancel", reg_ring_poll, NFDS, 0, 0, 1,
+          { 0 } },
+        { "register: ring fixed POLL_ADD+cancel", reg_ring_poll_fixed, NFDS, 0,
+          0, 1, { 0 } },
+        { "syscall: getppid", bare_syscall, EVENTS, 0, 0, 2, { 0 } },
     };
     size_t nv = sizeof(vs) / sizeof(vs[0]);
     struct io_uring_params p = { .flags = IORING_SETUP_SINGLE_ISSUER |
@@ -225,13 +332,16 @@ int main(void)
     for (int i = 0; i < NFDS; i++) {
         efd[i] = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
         BENCH_CHECK(efd[i] >= 0);
+        nofd[i] = -1;
     }
+    BENCH_CHECK(io_uring_register_files_sparse(&ring, NFDS) == 0);
     for (int r = 0; r < ROUNDS; r++) {
         for (size_t k = 0; k < nv; k++) {
             variant *x = &vs[(k + (size_t)r) % nv];
             int64_t t0;
 
             prepare(x->setup);
+            prepare_files(x->files);
             t0 = bench_now_ns();
             x->run();
             x->v[r] = (double)(bench_now_ns() - t0) / (double)x->per_run;
@@ -242,7 +352,13 @@ int main(void)
            NFDS, ROUNDS);
     for (size_t k = 0; k < nv; k++) {
         double m = median(vs[k].v);
-        double base = median(vs[k < 3 ? 0 : 3].v);
+        size_t b = 0;
+        double base;
+
+        while (vs[b].group != vs[k].group) {
+            b++;
+        }
+        base = median(vs[b].v);
 
         printf("| %s | %.0f | %.2f |\n", vs[k].name, m, m / base);
     }
