@@ -24,6 +24,11 @@
  *               libaioloop only: bh_single and bh_burst with local bottom
  *               halves (aiol_bh_new_local(): the polling thread's alone,
  *               no atomics), the kind libuv's single-threaded handles are
+ *   churn_reserved
+ *               libaioloop only: churn on a loop that reserved its n
+ *               handlers first (aiol_fd_reserve(), untimed, as libev's
+ *               side allocates its n watchers untimed): the first round of
+ *               adds then takes no page fault
  *   chain_ring_a1, chain_ring_a100
  *               libaioloop on io_uring only: the chain's bytes as
  *               completions (aioloop/uring.h), no readiness: a multishot
@@ -112,6 +117,27 @@ static const bench_fd_ops fd_ops = {
     fd_loop_new, fd_loop_free, fd_prepare, fd_watch, fd_unwatch, fd_poll,
     fd_syscalls,
 };
+
+/* churn_reserved: the fds come in rising order, so the last is the top */
+static long reserve_n;
+
+static void fd_prepare_reserve(void *loop, int idx, int fd)
+{
+    if (idx == reserve_n - 1) {
+        BENCH_CHECK(aiol_fd_reserve(loop, (size_t)reserve_n, fd) == 0);
+    }
+}
+
+static const bench_fd_ops fd_reserved_ops = {
+    fd_loop_new, fd_loop_free, fd_prepare_reserve, fd_watch, fd_unwatch,
+    fd_poll, fd_syscalls,
+};
+
+static int churn_reserved(const bench_args *args, bench_metric *out)
+{
+    reserve_n = args->n;
+    return bench_churn(&fd_reserved_ops, args, out);
+}
 
 /* --------------------------------------------------------- defer ops */
 
@@ -460,6 +486,7 @@ int main(int argc, char **argv)
         { "ready1_drains", ready1_drains, 1000 },
         { "bh_local_single", bh_local_single, 1 },
         { "bh_local_burst", bh_local_burst, 1000 },
+        { "churn_reserved", churn_reserved, 1000 },
         { "chain_ring_a1", chain_ring_a1, 1000 },
         { "chain_ring_a100", chain_ring_a100, 1000 },
     };

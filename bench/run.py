@@ -53,6 +53,8 @@ WORKLOADS = (
     [("chain_a1", n, 1 if n > 1000 else 3, None) for n in (100, 1000, 9900)]
     + [("chain_a100", n, 1 if n > 1000 else 3, None) for n in (100, 1000, 9900)]
     + [("churn", n, 3, None) for n in (1000, 10000)]
+    # churn after aiol_fd_reserve(), as libev's side allocates its watchers
+    + [("churn_reserved", n, 3, [REF, CONFINED]) for n in (1000, 10000)]
     + [("rearm", n, 3 if n <= 1000 else 1, None) for n in (1000, 10000)]
     + [("idle_poll", 1000, 3, None),
        ("bh_single", 1, 3, None),
@@ -69,6 +71,7 @@ WORKLOADS = (
        for w in ("chain_ring_a1", "chain_ring_a100") for n in (100, 1000, 9900)]
 )
 QUICK_SKIP = {("chain_a1", 9900), ("chain_a100", 9900), ("churn", 10000),
+              ("churn_reserved", 10000),
               ("rearm", 10000),
               ("ready1", 9900), ("chain_ring_a1", 9900),
               ("chain_ring_a100", 9900)}

@@ -224,6 +224,14 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
     return aiol__update_owed(loop, &s->owed, true);
 }
 
+/* Under loop->lock.  The fd-indexed arrays cover @max_fd (fdmon.h). */
+static int epoll_reserve(aiol_loop *loop, size_t more, int max_fd)
+{
+    aiol__assert_locked(loop);
+    (void)more; /* (nothing here grows with the handler count) */
+    return reserve_fd(loop->fdmon_state, max_fd);
+}
+
 /*
  * Under loop->lock.  Brings @fd's registration in line with its handler.
  * Returns true when the kernel refused it for now (out of memory or of
@@ -516,6 +524,7 @@ const aiol__fdmon_ops aiol__fdmon_epoll = {
     .init = epoll_init,
     .fini = epoll_fini,
     .update = epoll_update,
+    .reserve = epoll_reserve,
     .wait = epoll_wait_ready,
     .pending = epoll_pending,
     .forget = epoll_fini, /* it only closes the child's fds and frees: fork.c */

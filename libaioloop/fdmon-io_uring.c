@@ -179,6 +179,14 @@ static int uring_update(aiol_loop *loop, aiol__handler *old,
     return aiol__update_owed(loop, &s->owed, new_ != NULL);
 }
 
+/* Under loop->lock.  The fd-indexed arrays cover @max_fd (fdmon.h). */
+static int uring_reserve(aiol_loop *loop, size_t more, int max_fd)
+{
+    aiol__assert_locked(loop);
+    (void)more; /* (nothing here grows with the handler count) */
+    return reserve_fd(loop->fdmon_state, max_fd);
+}
+
 /*
  * Under loop->lock.  Cancels @fd's poll in flight: its completion, now of
  * an old generation, will be dropped.
@@ -562,6 +570,7 @@ const aiol__fdmon_ops aiol__fdmon_io_uring = {
     .fini = uring_fini,
     .forget = uring_forget,
     .update = uring_update,
+    .reserve = uring_reserve,
     .wait = uring_wait,
     .pending = uring_pending,
     .spin_begin = aiol__uring_spin_begin, /* uring-spin.c */

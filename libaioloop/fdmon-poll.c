@@ -95,15 +95,15 @@ static void poll_fini(aiol_loop *loop)
 }
 
 /*
- * Under loop->lock.  Room for one more entry, in the array and for the
- * wait's copy of it (see poll_state.spare).  0 or -ENOMEM.
+ * Under loop->lock.  Room for @more more entries, in the array and for
+ * the wait's copy of it (see poll_state.spare).  0 or -ENOMEM.
  */
-static int reserve_slot(poll_state *s)
+static int reserve_slots(poll_state *s, size_t more)
 {
-    int ret = aiol__reserve(&s->pfds, &s->cap, s->n + 1, sizeof(*s->pfds));
+    int ret = aiol__reserve(&s->pfds, &s->cap, s->n + more, sizeof(*s->pfds));
 
     if (ret == 0) {
-        ret = aiol__reserve(&s->unmirrored, &s->unmirrored_cap, s->n + 1,
+        ret = aiol__reserve(&s->unmirrored, &s->unmirrored_cap, s->n + more,
                             sizeof(*s->unmirrored));
     }
     if (ret == 0 && s->copy_cap < s->cap) {
@@ -111,6 +111,14 @@ static int reserve_slot(poll_state *s)
                             sizeof(*s->spare));
     }
     return ret;
+}
+
+/* Under loop->lock.  Slots for @more handlers; no fd-indexed array here. */
+static int poll_reserve(aiol_loop *loop, size_t more, int max_fd)
+{
+    aiol__assert_locked(loop);
+    (void)max_fd;
+    return reserve_slots(loop->fdmon_state, more);
 }
 
 /* Under loop->lock.  Re-derives has_unmirrored after a change. */
@@ -146,7 +154,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
 
     aiol__assert_locked(loop);
     if (nev != 0 && slot < 0) {
-        int ret = reserve_slot(s);
+        int ret = reserve_slots(s, 1);
 
         if (ret < 0) {
             return ret;
@@ -168,7 +176,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
 
     if (nev != 0) {
         if (slot < 0) {
-            slot = (long)s->n++; /* room: reserve_slot() */
+            slot = (long)s->n++; /* room: reserve_slots() */
         }
         s->pfds[slot].fd = new_->fd;
         s->pfds[slot].events = (short)aiol__events_to_poll(nev);
@@ -208,7 +216,7 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
     aiol__lock(loop);
     n = s->n;
     if (s->copy_cap < n) {
-        /* reserve_slot() made spare big enough for s->cap >= n */
+        /* reserve_slots() made spare big enough for s->cap >= n */
         aiol__check(s->spare_cap >= n, "no spare copy for the wait");
         free(s->copy);
         s->copy = s->spare;
@@ -361,6 +369,7 @@ const aiol__fdmon_ops aiol__fdmon_poll = {
     .fini = poll_fini,
     .forget = poll_fini, /* it only closes the child's fds and frees: fork.c */
     .update = poll_update,
+    .reserve = poll_reserve,
     .wait = poll_wait,
     .pending = poll_pending,
     .embed = &(const aiol__fdmon_embed_ops){

@@ -159,6 +159,13 @@ typedef struct aiol__fdmon_ops {
     int (*update)(aiol_loop *loop, aiol__handler *old, aiol__handler *new_);
 #define AIOL__UPDATE_OWED 1
     /*
+     * Under the lock, from any thread: makes room for @more handlers
+     * beyond those set now, on fds up to @max_fd, so that an update()
+     * adding one of them allocates nothing (aiol_fd_reserve()).  0 or
+     * -ENOMEM, what was reserved kept.
+     */
+    int (*reserve)(aiol_loop *loop, size_t more, int max_fd);
+    /*
      * Waits until @deadline_ns (0: only look; AIOL_DEADLINE_NONE: no
      * limit), retrying EINTR, and queues every ready handler with
      * aiol__ready_add() and its readiness.  Polling thread, lock not held.

@@ -99,24 +99,51 @@ static void node_release_locked(aiol_loop *loop, aiol__handler *node)
     spare_poison(node, true);
 }
 
+/* Caller holds loop->lock.  Adds a slab's handlers to the spares. */
+static int slab_add_locked(aiol_loop *loop)
+{
+    char *slab = aligned_alloc(LINE, SLAB_SIZE);
+
+    if (slab == NULL) {
+        return -ENOMEM;
+    }
+    *(void **)slab = loop->slabs;
+    loop->slabs = slab;
+    for (size_t i = SLAB_NODES; i-- > 0;) {
+        node_release_locked(loop,
+                            (aiol__handler *)(slab + LINE + i * NODE_SIZE));
+    }
+    return 0;
+}
+
 /* Caller holds loop->lock.  Memory for a new handler, or NULL. */
 static aiol__handler *node_alloc_locked(aiol_loop *loop)
 {
-    char *slab;
-
-    if (loop->spare == NULL) {
-        slab = aligned_alloc(LINE, SLAB_SIZE);
-        if (slab == NULL) {
-            return NULL;
-        }
-        *(void **)slab = loop->slabs;
-        loop->slabs = slab;
-        for (size_t i = SLAB_NODES; i-- > 0;) {
-            node_release_locked(
-                loop, (aiol__handler *)(slab + LINE + i * NODE_SIZE));
-        }
+    if (loop->spare == NULL && slab_add_locked(loop) < 0) {
+        return NULL;
     }
     return spare_pop_locked(loop);
+}
+
+/* Caller holds loop->lock.  Takes slabs until @n handlers are spare. */
+static int spares_reserve_locked(aiol_loop *loop, size_t n)
+{
+    size_t have = 0;
+
+    aiol__assert_locked(loop);
+    /* (a spare's link stays unpoisoned under ASan: spare_poison()) */
+    for (aiol__handler *h = loop->spare; h != NULL && have < n;
+         h = h->node_deleted.le_next) {
+        have++;
+    }
+    for (; have < n; have += SLAB_NODES) {
+        int ret = slab_add_locked(loop);
+
+        if (ret < 0) {
+            return ret;
+        }
+    }
+    return 0;
 }
 
 /* Caller holds loop->lock; every handler is a spare.  Frees the slabs. */
@@ -541,6 +568,33 @@ int aiol_fd_remove(aiol_loop *loop, int fd)
     return old != NULL ? 0 : -ENOENT;
 }
 
+int aiol_fd_reserve(aiol_loop *loop, size_t handlers, int max_fd)
+{
+    int ret;
+
+    aiol__check(loop != NULL, "loop is NULL");
+    if (max_fd < 0) {
+        return -EBADF;
+    }
+    aiol__lock(loop);
+    ret = fd_in_bounds(loop, max_fd) ? 0 : -EBADF;
+    if (ret == 0) {
+        ret = aiol__reserve(&loop->table, &loop->table_size,
+                            (size_t)max_fd + 1, sizeof(*loop->table));
+    }
+    if (ret == 0) {
+        ret = aiol__busy_poll_reserve(loop, loop->npollers + handlers);
+    }
+    if (ret == 0) {
+        ret = loop->fdmon->reserve(loop, handlers, max_fd);
+    }
+    if (ret == 0) {
+        ret = spares_reserve_locked(loop, handlers);
+    }
+    aiol__unlock(loop);
+    return ret;
+}
+
 bool aiol_fd_is_set(aiol_loop *loop, int fd)
 {
     bool set;
@@ -569,66 +623,4 @@ void aiol__handlers_free_all(aiol_loop *loop)
     free(loop->table);
     loop->table = NULL;
     loop->table_size = 0;
-}
-
-/*
- * Runs the callbacks of one ready handler.  Read runs on input, hang-up or
- * error; write on output or error.  A handler deleted before or between its
- * callbacks is skipped from then on.
- */
-AIOL__HOT
-static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
-{
-    unsigned revents = node->revents;
-    bool progress = false;
-
-    loop->stats.handler_visits++;
-    /* Acquire pairs with the release store in retire_locked(). */
-    if (atomic_load_explicit(&node->deleted, memory_order_acquire)) {
-        return false;
-    }
-    if (revents & AIOL__EV_POLL) {
-        aiol_handler_fn *cb = node->ops.poll_ready ? node->ops.poll_ready
-                                                   : node->ops.read;
-        if (cb != NULL) {
-            loop->stats.callbacks++;
-            cb(node->opaque);
-            progress = true;
-        }
-        return progress;
-    }
-    if ((revents & (AIOL__EV_IN | AIOL__EV_HUP | AIOL__EV_ERR)) &&
-        node->ops.read != NULL) {
-        if (node->ops.poll != NULL) {
-            aiol__busy_poll_progress(loop, node);
-        }
-        loop->stats.callbacks++;
-        node->ops.read(node->opaque);
-        progress = !node->internal;
-    }
-    if ((revents & (AIOL__EV_OUT | AIOL__EV_ERR)) && node->ops.write != NULL &&
-        !atomic_load_explicit(&node->deleted, memory_order_acquire)) {
-        loop->stats.callbacks++;
-        node->ops.write(node->opaque);
-        progress = true;
-    }
-    return progress;
-}
-
-AIOL__HOT
-bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready)
-{
-    aiol__handler *node;
-    bool progress = false;
-
-    /*
-     * Pop from the head each time: a callback may take any other handler
-     * off this list (a nested poll stealing it) and we never hold a
-     * pointer to a successor.
-     */
-    while ((node = AIOL_LIST_FIRST(ready)) != NULL) {
-        AIOL_LIST_REMOVE(node, node_ready);
-        progress |= dispatch_handler(loop, node);
-    }
-    return progress;
 }

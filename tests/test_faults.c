@@ -33,10 +33,12 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #ifdef AIOL_HAVE_IO_URING
@@ -393,6 +395,106 @@ static void test_no_memory_at_all(void **state)
     assert_null(loop);
 }
 
+enum { NRESERVED = 100 };
+
+static int reserved_reads;
+
+static void on_reserved(void *opaque)
+{
+    reserved_reads++;
+    tu_eventfd_drain((int)(intptr_t)opaque);
+}
+
+/* Sets a handler on each of @fds; every set must succeed. */
+static void reserved_set_all(aiol_loop *loop, const int *fds)
+{
+    for (int i = 0; i < NRESERVED; i++) {
+        assert_int_equal(aiol_fd_set(loop, fds[i], on_reserved, NULL, NULL,
+                                     (void *)(intptr_t)fds[i]),
+                         0);
+    }
+}
+
+/*
+ * After aiol_fd_reserve(), setting that many handlers allocates nothing,
+ * and neither does setting them again after a removal.  Their events run
+ * with every allocation failing too (a wait may try to grow its buffer,
+ * which only an epoll wait does, and not for lack of room).
+ */
+static void test_reserve_then_no_allocation(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    int fds[NRESERVED], max_fd = 0;
+
+    (void)state;
+    for (int i = 0; i < NRESERVED; i++) {
+        fds[i] = tu_eventfd();
+        max_fd = fds[i] > max_fd ? fds[i] : max_fd;
+    }
+    assert_int_equal(aiol_fd_reserve(loop, NRESERVED, max_fd), 0);
+    for (int round = 0; round < 2; round++) {
+        tf_fail_from(TF_ALLOC, 1, ENOMEM);
+        reserved_set_all(loop, fds);
+        assert_int_equal(tf_count(TF_ALLOC), 0);
+        reserved_reads = 0;
+        for (int i = 0; i < NRESERVED; i++) {
+            tu_eventfd_signal(fds[i]);
+        }
+        while (reserved_reads < NRESERVED) {
+            aiol_loop_poll(loop, true);
+        }
+        for (int i = 0; i < NRESERVED; i++) {
+            assert_int_equal(aiol_fd_remove(loop, fds[i]), 0);
+        }
+        aiol_loop_poll(loop, false);
+        tf_disarm();
+    }
+    aiol_loop_free(loop);
+    for (int i = 0; i < NRESERVED; i++) {
+        close(fds[i]);
+    }
+}
+
+/*
+ * A reserve that runs out of memory says so and leaves the loop working;
+ * fd numbers no process can open are refused.
+ */
+static void test_reserve_fails_cleanly(void **state)
+{
+    aiol_loop *loop = tu_loop_new();
+    struct rlimit rl;
+    int efd = tu_eventfd();
+
+    (void)state;
+    assert_int_equal(aiol_fd_reserve(loop, 1, -1), -EBADF);
+    assert_int_equal(getrlimit(RLIMIT_NOFILE, &rl), 0);
+    if (rl.rlim_max != RLIM_INFINITY && rl.rlim_max <= INT_MAX) {
+        assert_int_equal(aiol_fd_reserve(loop, 1, (int)rl.rlim_max), -EBADF);
+    }
+    for (long k = 1;; k++) {
+        int ret;
+
+        tf_fail_at(TF_ALLOC, k, ENOMEM);
+        ret = aiol_fd_reserve(loop, 1000, efd + 1000);
+        tf_disarm();
+        if (ret == 0) {
+            assert_true(k > 1);
+            break;
+        }
+        assert_int_equal(ret, -ENOMEM);
+    }
+    reserved_reads = 0;
+    assert_int_equal(aiol_fd_set(loop, efd, on_reserved, NULL, NULL,
+                                 (void *)(intptr_t)efd),
+                     0);
+    tu_eventfd_signal(efd);
+    while (reserved_reads == 0) {
+        aiol_loop_poll(loop, true);
+    }
+    aiol_loop_free(loop);
+    close(efd);
+}
+
 static int pipe_reads;
 
 static void on_pipe_count(void *opaque)
@@ -619,6 +721,8 @@ int main(void)
         cmocka_unit_test(test_eventfd_emfile),
         cmocka_unit_test(test_monitor_emfile),
         cmocka_unit_test(test_no_memory_at_all),
+        cmocka_unit_test(test_reserve_then_no_allocation),
+        cmocka_unit_test(test_reserve_fails_cleanly),
         cmocka_unit_test(test_epoll_add_refused_for_now),
         cmocka_unit_test(test_epoll_rebuild_refused),
 #ifdef AIOL_HAVE_IO_URING

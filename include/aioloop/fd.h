@@ -154,6 +154,23 @@ int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
 int aiol_fd_remove(aiol_loop *loop, int fd);
 
 /**
+ * Reserves memory for @p handlers more handlers than @p loop holds now, on
+ * fds up to @p max_fd: until that many more are set, aiol_fd_set() and
+ * aiol_fd_set_ops() of such an fd allocate nothing, so they cannot fail
+ * with -ENOMEM and take no page fault on memory the loop grows.  For a
+ * service that knows its scale (a VMM's devices, a server's connection
+ * limit) and wants its first events as fast as its later ones, or no
+ * allocation failure after start-up.  Handlers removed meanwhile give
+ * their memory back to the reserve.  O(@p handlers); the memory is freed
+ * with the loop.  Any thread on a shared loop; the loop's own thread on
+ * a confined one.
+ * @return 0; -EBADF when @p max_fd is negative or at or above the hard
+ *         RLIMIT_NOFILE; -ENOMEM, with part of the room reserved and the
+ *         loop unchanged otherwise.
+ */
+int aiol_fd_reserve(aiol_loop *loop, size_t handlers, int max_fd);
+
+/**
  * True when @p fd has a handler on @p loop.
  * @return true when set, false when not (or @p fd is negative).
  */

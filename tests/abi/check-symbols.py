@@ -19,6 +19,7 @@ import sys
 VERBS = {
     "new", "free",                       # an object's life
     "set", "add", "remove",              # entries; set also attributes
+    "reserve",                           # room for entries ahead
     "get",                               # read an attribute: always last
     "is",                                # a predicate: <noun>_is_<state>
     "schedule", "cancel", "mod",         # bottom halves, timers
