@@ -121,15 +121,20 @@ static void test_block_hooks_bracket_each_blocking_wait(void **state)
     assert_int_equal(h.before, 1);
     assert_int_equal(h.after, 1);
 
-    /* a timer ends the wait: one pair, the timer runs after it */
-    lw_watchdog_arm(&w, loop, LW_MS(2));
+    /*
+     * A timer ends the wait: one pair, the timer runs after it.  The
+     * timeouts here leave room for a loaded machine (sanitizers, tests in
+     * parallel): one already due when the poll starts makes a wait that
+     * cannot sleep, which no hook brackets.
+     */
+    lw_watchdog_arm(&w, loop, LW_MS(50));
     assert_true(aiol_loop_poll(loop, true));
     assert_int_equal(lw_watchdog_free(&w), 1);
     assert_int_equal(h.before, 2);
     assert_int_equal(h.after, 2);
 
     /* a bounded deadline that passes */
-    assert_false(aiol_loop_poll_deadline(loop, aiol_mono_time_get() + LW_MS(1)));
+    assert_false(aiol_loop_poll_deadline(loop, aiol_mono_time_get() + LW_MS(20)));
     assert_int_equal(h.before, 3);
     assert_int_equal(h.after, 3);
     assert_false(h.inside);
