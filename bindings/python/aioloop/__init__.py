@@ -127,6 +127,10 @@ class Loop(_speed.Core):
             raise ValueError("unknown or unavailable fd monitor %r" % fdmon)
         _check(rc, "aiol_loop_new_flags(%r)" % (fdmon,))
         self._loop = out[0]
+        # Immutable for the loop's life: kept here, so reading them (a
+        # repr() in another thread's log line) never races close().
+        self._fdmon = ffi.string(lib.aiol_loop_fdmon_get(self._loop)).decode()
+        self._threadsafe = not lib.aiol_loop_is_confined(self._loop)
         # The C side: the call_soon FIFO's bottom half, the signal pipe's
         # handler, the block hooks that release the GIL.
         self._attach(int(ffi.cast("uintptr_t", self._loop)), self._errs,
@@ -138,7 +142,7 @@ class Loop(_speed.Core):
     def fdmon(self):
         """The fd monitor the loop runs on: "epoll", "io_uring" or "poll"."""
         self._open_check()
-        return ffi.string(lib.aiol_loop_fdmon_get(self._loop)).decode()
+        return self._fdmon
 
     @property
     def closed(self):
@@ -149,7 +153,7 @@ class Loop(_speed.Core):
         """True when other threads may change its readers and writers
         (Loop(threadsafe=True)); False for a thread-confined loop."""
         self._open_check()
-        return not lib.aiol_loop_is_confined(self._loop)
+        return self._threadsafe
 
     def close(self):
         """Removes every handler, cancels every callback, frees the loop."""

@@ -214,7 +214,7 @@ class EventLoop(unix_events.SelectorEventLoop):
     def __repr__(self):
         return "<%s fdmon=%s running=%s closed=%s debug=%s>" % (
             self.__class__.__name__,
-            None if self._aiol.closed else self._aiol.fdmon,
+            self._aiol._fdmon,  # (no C call: any thread, even while closing)
             self.is_running(), self.is_closed(), self.get_debug())
 
     # ------------------------------------------------------ scheduling

@@ -456,3 +456,31 @@ def test_stop_ends_a_nested_run(fdmon):
         loop.run_until_complete(task)
     finally:
         loop.close()
+
+
+def test_repr_from_another_thread_while_closing(fdmon):
+    """A thread may repr() the loop while its owner closes it (asyncio's
+    child watcher thread logs a warning naming the loop): repr() reads
+    nothing of the C loop, which close() frees.  Reading it there was a
+    use after free that crashed CPython's subprocess tests now and then."""
+    stop = threading.Event()
+    current = [aioloop.new_event_loop()]
+    seen = []
+
+    def reader():
+        while not stop.is_set():
+            seen.append(repr(current[0]))
+
+    t = threading.Thread(target=reader)
+    t.start()
+    try:
+        for _ in range(100):
+            loop = current[0]
+            loop.close()
+            assert fdmon in repr(loop) and "closed=True" in repr(loop)
+            current[0] = aioloop.new_event_loop()
+    finally:
+        stop.set()
+        t.join()
+        current[0].close()
+    assert seen and all("fdmon=" + fdmon in r for r in seen)
