@@ -129,6 +129,22 @@ static void open_window(aiol_loop *loop)
     }
 }
 
+/*
+ * About 20 ms of 1 ms waits, well past the 7 ms a polled handler may go
+ * without progress; then one more wait, whose round starts past it even if
+ * this thread was descheduled for all 20 ms (the loop's rounds judge
+ * idleness by the time their iteration started).
+ */
+static void wait_past_idle_allowance(aiol_loop *loop)
+{
+    int64_t end = aiol_mono_time_get() + LW_MS(20);
+
+    while (aiol_mono_time_get() < end) {
+        lw_wait_timer(loop, LW_MS(1));
+    }
+    lw_wait_timer(loop, LW_MS(1));
+}
+
 static aiol_loop *settled_loop(void)
 {
     aiol_loop *loop = tu_loop_new();
@@ -516,7 +532,6 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
 {
     aiol_loop *loop = settled_loop();
     uint64_t r;
-    int64_t end;
     int polls, begins, iterations;
     ph h;
 
@@ -527,11 +542,7 @@ static void test_busypoll_idle_handler_stops_being_polled(void **state)
     open_window(loop);
     assert_true(h.begins >= 1);
 
-    /* ~20 ms of 1 ms waits: well past the 7 ms without progress */
-    end = aiol_mono_time_get() + LW_MS(20);
-    while (aiol_mono_time_get() < end) {
-        lw_wait_timer(loop, LW_MS(1));
-    }
+    wait_past_idle_allowance(loop);
     assert_int_equal(h.ends, h.begins);
 
     /*
@@ -574,7 +585,6 @@ static void test_busypoll_idle_handlers_cost_rounds_nothing(void **state)
     aiol_loop *loop = settled_loop();
     static ph h[N];
     aiol_loop_stats a, b;
-    int64_t end;
     int polls;
 
     (void)state;
@@ -586,10 +596,7 @@ static void test_busypoll_idle_handlers_cost_rounds_nothing(void **state)
     open_window(loop);
     aiol_loop_stats_get(loop, &a);
     assert_true(a.poll_visits >= N);     /* every one looked at, at first */
-    end = aiol_mono_time_get() + LW_MS(20);
-    while (aiol_mono_time_get() < end) { /* past the 7 ms idle allowance */
-        lw_wait_timer(loop, LW_MS(1));
-    }
+    wait_past_idle_allowance(loop);
 
     aiol_loop_stats_get(loop, &a);
     for (int i = 0; i < 5; i++) {
