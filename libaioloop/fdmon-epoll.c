@@ -181,46 +181,74 @@ static int add(aiol_loop *loop, aiol__epoll_state *s, int fd, unsigned ev)
     return ret;
 }
 
-/* Under loop->lock.  Records the change for the next flush. */
+/* Under loop->lock.  forget()'s DEL and always-ready cases. */
+static AIOL__NOINLINE void forget_slow(aiol_loop *loop, aiol__epoll_state *s,
+                                      int fd)
+{
+    aiol__epoll_fd *st = &s->fds[fd];
+
+    if (st->kept && (s->handed_out || (!loop->confined &&
+                                       s->waiter != aiol__thread_id()))) {
+        (void)aiol__epoll_del(loop, s, fd); /* (a failure: closed first) */
+    }
+    if (st->always != 0) {
+        always_drop(s, fd);
+    }
+}
+
+/*
+ * Under loop->lock.  @fd, registered, stops being watched.  No DEL on the
+ * polling thread: the registration is kept (lazy removal, see the top; a
+ * confined loop has no other thread).  Elsewhere, or once handed out, DEL
+ * now.  A dirty entry left behind finds nothing to do.
+ */
+static inline void forget(aiol_loop *loop, aiol__epoll_state *s, int fd)
+{
+    aiol__epoll_fd *st = &s->fds[fd]; /* (room: the fd got it when added) */
+
+    aiol__epoll_kept_set(s, fd, st->kernel != 0);
+    if ((st->kept && (s->handed_out || !loop->confined)) || st->always != 0) {
+        forget_slow(loop, s, fd);
+    }
+}
+
+/* Under loop->lock.  epoll_update()'s mark for an fd past the array. */
+static AIOL__NOINLINE int mark_dirty_grow(aiol_loop *loop,
+                                          aiol__epoll_state *s, int fd)
+{
+    int ret = reserve_fd(s, fd);
+
+    if (ret < 0) {
+        return ret;
+    }
+    mark_dirty(s, fd);
+    return aiol__update_owed(loop, &s->owed, true);
+}
+
+/*
+ * Under loop->lock.  Records the change for the next flush.  A removal
+ * needs no room, so it cannot fail, and its DEL always reaches the
+ * kernel; an add or a change of events only marks the fd dirty.
+ */
 static int epoll_update(aiol_loop *loop, aiol__handler *old,
                         aiol__handler *new_)
 {
     aiol__epoll_state *s = loop->fdmon_state;
-    unsigned oev = old ? old->events : 0u, nev = new_ ? new_->events : 0u;
-    int fd = old ? old->fd : new_->fd;
-    aiol__epoll_fd *st;
-    int ret;
 
     aiol__assert_locked(loop);
-    if (oev == nev) {
+    if (new_ == NULL || new_->events == 0) {
+        if (old != NULL && old->events != 0) {
+            forget(loop, s, old->fd);
+        }
+        return 0;
+    }
+    if (old != NULL && old->events == new_->events) {
         return 0; /* unchanged re-arm: nothing for the kernel */
     }
-    /*
-     * A removal needs no room: the fd got it when it was added.  So a
-     * removal cannot fail, and its DEL always reaches the kernel.
-     */
-    ret = nev != 0 ? reserve_fd(s, fd) : 0;
-    if (ret < 0) {
-        return ret;
+    if ((size_t)new_->fd >= s->nfds) {
+        return mark_dirty_grow(loop, s, new_->fd);
     }
-    st = &s->fds[fd];
-    if (nev == 0) {
-        /*
-         * No DEL on the polling thread: the registration is kept (lazy
-         * removal, see the top; a confined loop has no other thread).
-         * Elsewhere, or once handed out, DEL now.
-         */
-        aiol__epoll_kept_set(s, fd, st->kernel != 0);
-        if (st->kept && (s->handed_out || (!loop->confined &&
-                                           s->waiter != aiol__thread_id()))) {
-            (void)aiol__epoll_del(loop, s, fd); /* (a failure: closed first) */
-        }
-        if (st->always != 0) {
-            always_drop(s, fd);
-        }
-        return 0; /* a dirty entry left behind finds nothing to do */
-    }
-    mark_dirty(s, fd);
+    mark_dirty(s, new_->fd);
     return aiol__update_owed(loop, &s->owed, true);
 }
 

@@ -34,7 +34,8 @@
  *   - loop->stats.fdmon_waits, loop->stats.fdmon_ctls and
  *     loop->stats.fdmon_arms (under the lock) and loop->stats.bad_fds;
  *   - aiol__check() for misuse, AIOL__HOT for functions on the path of
- *     every iteration, and aiol__reserve() to grow an array;
+ *     every iteration, AIOL__NOINLINE for a rare path kept out of a hot
+ *     function, and aiol__reserve() to grow an array;
  *   - the helpers declared below: aiol__events_to_poll(),
  *     aiol__events_from_poll(), aiol__deadline_to_timespec(),
  *     aiol__fd_reserve(), aiol__fd_list_push(), aiol__fd_list_mark(),

@@ -179,7 +179,7 @@ static void free_deleted_locked(aiol_loop *loop)
  * Caller holds loop->lock and has already unhooked @node from the table
  * and the monitor.  Frees it now if nobody walks, else parks it.
  */
-static void retire_locked(aiol_loop *loop, aiol__handler *node)
+static AIOL__INLINE void retire_locked(aiol_loop *loop, aiol__handler *node)
 {
     aiol__assert_locked(loop);
     /*
@@ -308,12 +308,27 @@ static bool same_handler(const aiol__handler *h, const aiol_fd_ops *ops,
 }
 
 /*
+ * What count_locked() counts @node as.  A wakeup fd is read-only and not
+ * progress (internal, AIOL_FD_NO_PROGRESS; it may be busy-polled, as
+ * QEMU's ctx->notifier is).  Its only job is to end a blocking poll, so a
+ * poll that will not block need not look at it (loop.c).
+ */
+static uint8_t node_kind(const aiol__handler *node)
+{
+    if (node->internal && node->ops.write == NULL) {
+        return AIOL__KIND_WAKEUP;
+    }
+    return node->ops.poll == NULL ? AIOL__KIND_UNPOLLED : 0;
+}
+
+/*
  * Fills a fresh handler.  Field by field: zeroing the whole struct first
  * (calloc, a compound literal) costs a string store that shows up in
  * handler churn.
  */
-static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
-                      void *opaque, bool internal)
+static AIOL__INLINE void node_init(aiol__handler *node, int fd,
+                                  const aiol_fd_ops *ops, void *opaque,
+                                  bool internal)
 {
     node->fd = fd;
     node->events = ops_events(ops);
@@ -321,6 +336,7 @@ static void node_init(aiol__handler *node, int fd, const aiol_fd_ops *ops,
     node->opaque = opaque;
     node->internal = internal;
     node->plain = ops_plain(ops);
+    node->kind = node_kind(node);
     atomic_init(&node->deleted, false);
     node->revents = 0;
     AIOL_LIST_ENTRY_INIT(node, node_ready);
@@ -367,30 +383,21 @@ static inline void pollers_change_locked(aiol_loop *loop, aiol__handler *node,
 }
 
 /*
- * A wakeup fd: read-only and not progress (internal, AIOL_FD_NO_PROGRESS;
- * it may be busy-polled, as QEMU's ctx->notifier is).  Its only job is to
- * end a blocking poll, so a poll that will not block need not look at it
- * (loop.c).
+ * Caller holds loop->lock.  Counts @node in (@in 1) or out (@in -1) of
+ * the handlers, by its kind (node_kind()).
  */
-static bool is_wakeup(const aiol__handler *h)
+static inline void count_locked(aiol_loop *loop, const aiol__handler *node,
+                                int in)
 {
-    return h->internal && h->ops.write == NULL;
-}
-
-/* Caller holds loop->lock.  Counts @node in or out of the handlers. */
-static void count_locked(aiol_loop *loop, const aiol__handler *node, bool in)
-{
-    bool wakeup = is_wakeup(node), unpolled = !wakeup && node->ops.poll == NULL;
+    size_t d = (size_t)(ptrdiff_t)in; /* (wraps to a decrement) */
 
     aiol__assert_locked(loop);
-    if (in) {
-        loop->nhandlers++;
-        loop->nwakeups += wakeup;
-        loop->nunpolled += unpolled;
-    } else {
-        loop->nhandlers--;
-        loop->nwakeups -= wakeup;
-        loop->nunpolled -= unpolled;
+    loop->nhandlers += d;
+    if (node->kind & AIOL__KIND_WAKEUP) {
+        loop->nwakeups += d;
+    }
+    if (node->kind & AIOL__KIND_UNPOLLED) {
+        loop->nunpolled += d;
     }
     atomic_store_explicit(&loop->only_wakeups,
                           loop->nhandlers == loop->nwakeups,
@@ -400,14 +407,14 @@ static void count_locked(aiol_loop *loop, const aiol__handler *node, bool in)
 }
 
 /* Caller holds loop->lock.  Unhooks and retires the handler of @fd. */
-static void remove_locked(aiol_loop *loop, aiol__handler *old)
+static AIOL__INLINE void remove_locked(aiol_loop *loop, aiol__handler *old)
 {
     aiol__assert_locked(loop);
     /* A failure here means the fd is already gone from the kernel's view. */
     (void)loop->fdmon->update(loop, old, NULL);
     loop->table[old->fd] = NULL;
     AIOL_LIST_REMOVE(old, node_live);
-    count_locked(loop, old, false);
+    count_locked(loop, old, -1);
     pollers_change_locked(loop, old, false);
     aiol__embed_invalidate(loop); /* before the retire: see embed.c */
     retire_locked(loop, old);
@@ -454,8 +461,13 @@ static bool fd_in_bounds(aiol_loop *loop, int fd)
            (rlim_t)fd < rl.rlim_max;
 }
 
-static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
-                       void *opaque, bool internal)
+/*
+ * Every set and removal by set.  Inlined into aiol_fd_set() as well, where
+ * the ops are known to be plain: their checks and copy fold away.
+ */
+static AIOL__INLINE int handler_set_inline(aiol_loop *loop, int fd,
+                                           const aiol_fd_ops *ops,
+                                           void *opaque, bool internal)
 {
     aiol__handler *old, *node = NULL;
     bool owed = false; /* the monitor says an earlier change's wake covers it */
@@ -514,10 +526,10 @@ static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
     AIOL_LIST_INSERT_HEAD(&loop->live, node, node_live);
     pollers_change_locked(loop, node, true);
     aiol__embed_invalidate(loop); /* before the retire: see embed.c */
-    count_locked(loop, node, true);
+    count_locked(loop, node, 1);
     if (old != NULL) {
         AIOL_LIST_REMOVE(old, node_live);
-        count_locked(loop, old, false);
+        count_locked(loop, old, -1);
         pollers_change_locked(loop, old, false);
         retire_locked(loop, old);
     }
@@ -527,6 +539,12 @@ out:
         wake_sleeper(loop); /* the monitor may apply it at its next wait */
     }
     return ret;
+}
+
+static int handler_set(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
+                       void *opaque, bool internal)
+{
+    return handler_set_inline(loop, fd, ops, opaque, internal);
 }
 
 int aiol_fd_set_ops(aiol_loop *loop, int fd, const aiol_fd_ops *ops,
@@ -548,7 +566,7 @@ int aiol_fd_set(aiol_loop *loop, int fd, aiol_handler_fn *read,
 {
     const aiol_fd_ops ops = { .read = read, .write = write, .poll = poll };
 
-    return aiol_fd_set_ops(loop, fd, &ops, opaque);
+    return handler_set_inline(loop, fd, &ops, opaque, false);
 }
 
 int aiol_fd_remove(aiol_loop *loop, int fd)

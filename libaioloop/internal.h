@@ -44,6 +44,15 @@ _Noreturn void aiol__fail(const char *func, const char *msg);
 #define AIOL__HOT __attribute__((hot))
 
 /*
+ * A path a hot function takes rarely or on its own (a growth, a removal),
+ * kept out of line so the hot path saves no registers for it: gcc does
+ * not shrink-wrap a function's prologue around its calls.
+ */
+#define AIOL__NOINLINE __attribute__((noinline))
+/* Its converse: a hot helper inlined even where gcc would not. */
+#define AIOL__INLINE inline __attribute__((always_inline))
+
+/*
  * The current time, read at most once and only if needed: computing a
  * deadline with no timer or idle bottom half armed reads no clock (a
  * clock read is a visible share of a host loop's iteration).  Local to
@@ -129,6 +138,9 @@ struct aiol__handler {
      */
     atomic_bool deleted;
 
+    /* Immutable, as fd: AIOL__KIND_* bits, what count_locked() counts. */
+    uint8_t kind;
+
     /* Owner: the polling thread, as revents. */
     AIOL_LIST_ENTRY(aiol__handler) node_ready;
 
@@ -149,6 +161,10 @@ struct aiol__handler {
     bool poll_started;        /* poll_begin called, poll_end not yet */
     size_t poll_slot;         /* its index in loop->pollers_snap */
 };
+
+/* aiol__handler.kind bits (handler.c). */
+#define AIOL__KIND_WAKEUP 1u   /* a wakeup fd: nwakeups */
+#define AIOL__KIND_UNPOLLED 2u /* neither a wakeup fd nor busy-polled */
 
 /* Readiness from busy polling: dispatch calls poll_ready (or read). */
 #define AIOL__EV_POLL (1u << 4)
