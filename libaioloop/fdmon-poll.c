@@ -181,7 +181,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
         s->pfds[slot].fd = new_->fd;
         s->pfds[slot].events = (short)aiol__events_to_poll(nev);
         s->pfds[slot].revents = 0;
-        new_->fdmon_slot = slot;
+        new_->fdmon_slot = (int)slot;
         unmirrored_set(loop, s, slot, refused);
         return s->embed_epfd < 0 ? aiol__update_owed(loop, &s->owed, true)
                                  : 0;
@@ -197,7 +197,7 @@ static int poll_update(aiol_loop *loop, aiol__handler *old,
             s->pfds[slot] = s->pfds[last];
             s->unmirrored[slot] = s->unmirrored[last];
             s->unmirrored[last] = false;
-            aiol__handler_lookup(loop, last_fd)->fdmon_slot = slot;
+            aiol__handler_lookup(loop, last_fd)->fdmon_slot = (int)slot;
         }
         s->n--;
     }

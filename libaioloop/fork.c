@@ -126,7 +126,7 @@ static int notify_renew(aiol_loop *loop)
  * in @slots, one per handler), so the parent's state is as it was.
  * 0 or -errno.
  */
-static int register_all(aiol_loop *loop, long *slots)
+static int register_all(aiol_loop *loop, int *slots)
 {
     aiol__handler *node, *failed = NULL;
     size_t i = 0;
@@ -163,7 +163,7 @@ static int register_all(aiol_loop *loop, long *slots)
 int aiol_loop_after_fork(aiol_loop *loop)
 {
     void *parent_state, *child_state;
-    long *slots;
+    int *slots;
     int ret;
 
     aiol__check(loop != NULL, "loop is NULL");

@@ -89,6 +89,10 @@ static aiol__handler *spare_pop_locked(aiol_loop *loop)
 _Static_assert(offsetof(aiol__handler, ops.poll) + sizeof(aiol_poll_fn *) <=
                    LINE,
                "what an event and a plain re-arm touch is one cache line");
+_Static_assert(offsetof(aiol__handler, node_live) +
+                       sizeof(((aiol__handler *)0)->node_live) <=
+                   2 * LINE,
+               "what a set and a removal touch is two cache lines");
 
 /* Caller holds loop->lock and is done with @node: it becomes a spare. */
 static void node_release_locked(aiol_loop *loop, aiol__handler *node)
@@ -331,7 +335,7 @@ static AIOL__INLINE void node_init(aiol__handler *node, int fd,
                                   bool internal)
 {
     node->fd = fd;
-    node->events = ops_events(ops);
+    node->events = (uint8_t)ops_events(ops);
     node->ops = *ops;
     node->opaque = opaque;
     node->internal = internal;
@@ -342,11 +346,13 @@ static AIOL__INLINE void node_init(aiol__handler *node, int fd,
     AIOL_LIST_ENTRY_INIT(node, node_ready);
     AIOL_LIST_ENTRY_INIT(node, node_deleted);
     AIOL_LIST_ENTRY_INIT(node, node_live);
-    AIOL_LIST_ENTRY_INIT(node, node_poll);
     node->fdmon_slot = -1;
-    node->poll_progress_ns = 0; /* idle clock starts at its first poll */
     node->poll_started = false;
-    node->poll_slot = SIZE_MAX;   /* in no busy-poll snapshot yet */
+    if (ops->poll != NULL) {
+        AIOL_LIST_ENTRY_INIT(node, node_poll);
+        node->poll_progress_ns = 0; /* idle clock starts at its first poll */
+        node->poll_slot = SIZE_MAX; /* in no busy-poll snapshot yet */
+    }
 }
 
 /* Caller holds loop->lock.  pollers_change_locked() of a polled handler. */

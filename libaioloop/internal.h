@@ -114,16 +114,17 @@ typedef AIOL_LIST_HEAD(aiol__ready_list, aiol__handler) aiol__ready_list;
  * first and fill one cache line; handlers are carved from cache-aligned
  * slabs (handler.c).  With thousands of handlers an event or a re-arm
  * then costs one miss on its handler, and re-arming them all does not
- * push the rest of the program out of the cache.
+ * push the rest of the program out of the cache.  Setting and removing a
+ * handler touch the first two lines; the third is busy polling's, set
+ * up only for a handler with a poll callback.
  */
 struct aiol__handler {
     /* Immutable from creation until the handler is freed. */
     int fd;
-    unsigned events;   /* AIOL__EV_IN and/or AIOL__EV_OUT to watch; may be 0 */
-    void *opaque;
+    uint8_t events;    /* AIOL__EV_IN and/or AIOL__EV_OUT to watch; may be 0 */
 
     /* Owner: the polling thread.  Set when queued on a ready list. */
-    unsigned revents;
+    uint8_t revents;
 
     /* Immutable, as fd. */
     bool internal;     /* not progress: the loop's notifier, AIOL_FD_NO_PROGRESS */
@@ -141,6 +142,14 @@ struct aiol__handler {
     /* Immutable, as fd: AIOL__KIND_* bits, what count_locked() counts. */
     uint8_t kind;
 
+    /* Owner: the polling thread.  poll_begin called, poll_end not yet. */
+    bool poll_started;
+
+    /* Private to the fd monitor; protected by loop->lock. */
+    int fdmon_slot;
+
+    void *opaque;      /* immutable, as fd */
+
     /* Owner: the polling thread, as revents. */
     AIOL_LIST_ENTRY(aiol__handler) node_ready;
 
@@ -151,14 +160,13 @@ struct aiol__handler {
     AIOL_LIST_ENTRY(aiol__handler) node_deleted;
     AIOL_LIST_ENTRY(aiol__handler) node_live; /* on loop->live while set */
 
-    /* Private to the fd monitor; protected by loop->lock. */
-    long fdmon_slot;
-
-    /* Busy polling.  node_poll: loop->lock; the rest: polling thread. */
+    /*
+     * Busy polling, set up only when ops.poll is set.  node_poll:
+     * loop->lock; the rest: the polling thread.
+     */
     AIOL_LIST_ENTRY(aiol__handler) node_poll; /* on loop->pollers */
     int64_t poll_progress_ns; /* last poll() with work or fd event; 0: never
                                  polled (idle clock not started) */
-    bool poll_started;        /* poll_begin called, poll_end not yet */
     size_t poll_slot;         /* its index in loop->pollers_snap */
 };
 
@@ -469,7 +477,7 @@ static inline void aiol__ready_add(aiol__ready_list *ready,
                                    aiol__handler *node, unsigned revents)
 {
     AIOL_LIST_SAFE_REMOVE(node, node_ready);
-    node->revents = revents;
+    node->revents = (uint8_t)revents; /* (AIOL__EV_* bits) */
     AIOL_LIST_INSERT_HEAD(ready, node, node_ready);
 }
 
