@@ -212,17 +212,20 @@ static inline void forget(aiol_loop *loop, aiol__epoll_state *s, int fd)
     }
 }
 
-/* Under loop->lock.  epoll_update()'s mark for an fd past the array. */
-static AIOL__NOINLINE int mark_dirty_grow(aiol_loop *loop,
-                                          aiol__epoll_state *s, int fd)
+/* Under loop->lock.  A set's change for the next flush (room: reserved). */
+static inline int mark_set(aiol_loop *loop, aiol__epoll_state *s, int fd)
+{
+    mark_dirty(s, fd);
+    return aiol__update_owed(loop, &s->owed, true);
+}
+
+/* Under loop->lock.  mark_set() of an fd past the array, which grows. */
+static AIOL__NOINLINE int mark_set_grow(aiol_loop *loop,
+                                        aiol__epoll_state *s, int fd)
 {
     int ret = reserve_fd(s, fd);
 
-    if (ret < 0) {
-        return ret;
-    }
-    mark_dirty(s, fd);
-    return aiol__update_owed(loop, &s->owed, true);
+    return ret < 0 ? ret : mark_set(loop, s, fd);
 }
 
 /*
@@ -246,10 +249,9 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
         return 0; /* unchanged re-arm: nothing for the kernel */
     }
     if ((size_t)new_->fd >= s->nfds) {
-        return mark_dirty_grow(loop, s, new_->fd);
+        return mark_set_grow(loop, s, new_->fd);
     }
-    mark_dirty(s, new_->fd);
-    return aiol__update_owed(loop, &s->owed, true);
+    return mark_set(loop, s, new_->fd);
 }
 
 /* Under loop->lock.  The fd-indexed arrays cover @max_fd (fdmon.h). */
