@@ -4,7 +4,8 @@
  *
  * Random pushes, removals, re-keys and pops on a heap of 2000 elements,
  * checked after every step against an O(n) scan for the minimum, and the
- * index every element keeps checked against its real position.  A keyed
+ * index every element keeps checked against its real position, and every
+ * slot against its parent.  A keyed
  * heap (the kind timers use) over the same elements takes every step
  * alongside and is checked the same way, its stored keys too.
  */
@@ -95,6 +96,14 @@ static void check(struct item_heap *h, struct item_kheap *k, item *items)
     }
     assert_int_equal(item_heap_count(h), in);
     assert_int_equal(item_kheap_count(k), in);
+    /* The heap property itself, so a misplaced slot shows at once and not
+     * only when it should have become the top. */
+    for (size_t i = 1; i < in; i++) {
+        size_t p = (i - 1) / AIOL_HEAP_D;
+
+        assert_false(item_before(h->v[i], h->v[p]));
+        assert_false(key_before(&k->v[i].key, &k->v[p].key));
+    }
     assert_ptr_equal(item_heap_top(h), min);
     assert_ptr_equal(item_kheap_top(k), min);
     if (min != NULL) {
