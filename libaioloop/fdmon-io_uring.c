@@ -277,7 +277,7 @@ static bool uring_direct_enter(aiol_loop *loop)
 
     aiol__assert_locked(loop);
     if (s->npending != 0 ||
-        io_uring_sq_space_left(&s->ring) < loop->nhandlers) {
+        io_uring_sq_space_left(&s->ring) < aiol__handlers_count(loop)) {
         return false;
     }
     AIOL_LIST_FOREACH(node, &loop->live, node_live) {

@@ -26,7 +26,7 @@
  *     fdmon_slot (the monitor's own, -1 when the handler is new);
  *   - aiol__ready_add() to queue a ready handler on the wait's
  *     aiol__ready_list, with AIOL__EV_* readiness;
- *   - loop->live and loop->nhandlers (under the lock), to walk every set
+ *   - loop->live and aiol__handlers_count() (under the lock), to walk every set
  *     handler, which only the direct-embedding hooks below need;
  *   - loop->single_thread: the loop is polled by one thread for life (an
  *     iothread's), set before its first poll; loop->confined: only the

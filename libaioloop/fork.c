@@ -189,7 +189,7 @@ int aiol_loop_after_fork(aiol_loop *loop)
     }
     child_state = loop->fdmon_state;
     aiol__lock(loop);
-    slots = malloc((loop->nhandlers + 1) * sizeof(*slots));
+    slots = malloc((aiol__handlers_count(loop) + 1) * sizeof(*slots));
     ret = slots == NULL ? -ENOMEM : register_all(loop, slots);
     if (ret == 0) {
         aiol__embed_invalidate(loop); /* embed_fds' list was the parent's */

@@ -322,7 +322,7 @@ static uint8_t node_kind(const aiol__handler *node)
     if (node->internal && node->ops.write == NULL) {
         return AIOL__KIND_WAKEUP;
     }
-    return node->ops.poll == NULL ? AIOL__KIND_UNPOLLED : 0;
+    return node->ops.poll == NULL ? AIOL__KIND_UNPOLLED : AIOL__KIND_POLLED;
 }
 
 /*
@@ -398,17 +398,8 @@ static inline void count_locked(aiol_loop *loop, const aiol__handler *node,
     size_t d = (size_t)(ptrdiff_t)in; /* (wraps to a decrement) */
 
     aiol__assert_locked(loop);
-    loop->nhandlers += d;
-    if (node->kind & AIOL__KIND_WAKEUP) {
-        loop->nwakeups += d;
-    }
-    if (node->kind & AIOL__KIND_UNPOLLED) {
-        loop->nunpolled += d;
-    }
-    atomic_store_explicit(&loop->only_wakeups,
-                          loop->nhandlers == loop->nwakeups,
-                          memory_order_relaxed);
-    atomic_store_explicit(&loop->only_polled, loop->nunpolled == 0,
+    atomic_store_explicit(&loop->nkind[node->kind],
+                          aiol__kind_count(loop, node->kind) + d,
                           memory_order_relaxed);
 }
 

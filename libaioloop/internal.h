@@ -139,7 +139,7 @@ struct aiol__handler {
      */
     atomic_bool deleted;
 
-    /* Immutable, as fd: AIOL__KIND_* bits, what count_locked() counts. */
+    /* Immutable, as fd: AIOL__KIND_*, what count_locked() counts it as. */
     uint8_t kind;
 
     /* Owner: the polling thread.  poll_begin called, poll_end not yet. */
@@ -170,9 +170,11 @@ struct aiol__handler {
     size_t poll_slot;         /* its index in loop->pollers_snap */
 };
 
-/* aiol__handler.kind bits (handler.c). */
-#define AIOL__KIND_WAKEUP 1u   /* a wakeup fd: nwakeups */
+/* aiol__handler.kind values (handler.c); loop->nkind counts each. */
+#define AIOL__KIND_POLLED 0u   /* busy-polled, not a wakeup fd */
+#define AIOL__KIND_WAKEUP 1u   /* a wakeup fd */
 #define AIOL__KIND_UNPOLLED 2u /* neither a wakeup fd nor busy-polled */
+#define AIOL__KINDS 3
 
 /* Readiness from busy polling: dispatch calls poll_ready (or read). */
 #define AIOL__EV_POLL (1u << 4)
@@ -289,23 +291,15 @@ struct aiol_loop {
     pthread_mutex_t lock;
     aiol__handler **table; /* fd-indexed; lock */
     size_t table_size;     /* entries in table; lock */
-    size_t nhandlers;      /* non-NULL entries; lock */
-    size_t nwakeups;       /* of them wakeup fds (handler.c); lock */
     /*
-     * nhandlers == nwakeups: no handler a zero-timeout wait could report
-     * (loop.c skips it).  Written under the lock, read by the polling
-     * thread without it (relaxed: a handler set meanwhile from another
-     * thread races the poll either way).
+     * The handlers in table by kind (aiol__handler.kind, handler.c): one
+     * counter per kind, so a set or removal counts with one add.  Written
+     * under the lock (a relaxed load and store: no read-modify-write is
+     * needed with the lock held), read by the polling thread without it
+     * (relaxed: a handler set meanwhile from another thread races the poll
+     * either way); aiol__handlers_count() and friends read them.
      */
-    atomic_bool only_wakeups;
-    /*
-     * Handlers that are neither wakeup fds nor have a poll callback
-     * (handler.c); lock.  only_polled is nunpolled == 0, written and read
-     * as only_wakeups: a look after a busy-poll round would only report
-     * what the poll callbacks cover (loop.c skips it).
-     */
-    size_t nunpolled;
-    atomic_bool only_polled;
+    atomic_size_t nkind[AIOL__KINDS];
     AIOL_LIST_HEAD(, aiol__handler) deleted; /* removed while walked; lock */
     AIOL_LIST_HEAD(, aiol__handler) live;    /* every handler in table; lock */
     /*
@@ -459,6 +453,21 @@ static inline void aiol__unlock(aiol_loop *loop)
 #endif
 
 /* ---------------------------------------------------------- handlers */
+
+/* Handlers of @kind (AIOL__KIND_*) in the table; any thread (relaxed). */
+static inline size_t aiol__kind_count(aiol_loop *loop, unsigned kind)
+{
+    return atomic_load_explicit(&loop->nkind[kind], memory_order_relaxed);
+}
+
+/* Handlers in the table; caller holds loop->lock. */
+static inline size_t aiol__handlers_count(aiol_loop *loop)
+{
+    aiol__assert_locked(loop);
+    return aiol__kind_count(loop, AIOL__KIND_POLLED) +
+           aiol__kind_count(loop, AIOL__KIND_WAKEUP) +
+           aiol__kind_count(loop, AIOL__KIND_UNPOLLED);
+}
 
 /* Looks up the handler of @fd; caller holds loop->lock. */
 static inline aiol__handler *aiol__handler_lookup(aiol_loop *loop, int fd)

@@ -88,8 +88,9 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
     loop->notify_fd = -1;
     loop->fdmon = mon;
     loop->confined = (flags & AIOL_LOOP_CONFINED) != 0;
-    atomic_init(&loop->only_wakeups, true); /* (no handler yet) */
-    atomic_init(&loop->only_polled, true);
+    for (unsigned k = 0; k < AIOL__KINDS; k++) {
+        atomic_init(&loop->nkind[k], 0);
+    }
     aiol__owner_take(loop);
     loop->pid = getpid(); /* fork.c */
     ret = aiol__clocks_init(loop);
@@ -274,11 +275,11 @@ static inline bool look_needless(aiol_loop *loop)
 {
     bool polled = false;
 
-    if (!atomic_load_explicit(&loop->only_wakeups, memory_order_relaxed)) {
+    if (aiol__kind_count(loop, AIOL__KIND_POLLED) != 0 ||
+        aiol__kind_count(loop, AIOL__KIND_UNPOLLED) != 0) {
         polled = loop->poll_max_ns > 0 &&
                  loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS &&
-                 atomic_load_explicit(&loop->only_polled,
-                                      memory_order_relaxed);
+                 aiol__kind_count(loop, AIOL__KIND_UNPOLLED) == 0;
         if (!polled) {
             return false;
         }
