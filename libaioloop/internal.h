@@ -88,12 +88,23 @@ static inline int aiol__reserve(void *arrp, size_t *cap, size_t want,
     return want <= *cap ? 0 : aiol__reserve_grow(arrp, cap, want, esize);
 }
 
+/* The calling thread's aiol__thread_id(), 0 before its first (util.c). */
+extern _Thread_local uint64_t aiol__tid;
+/* Gives the calling thread its aiol__tid and returns it (util.c). */
+uint64_t aiol__thread_id_assign(void);
+
 /*
  * A number naming the calling thread, never reused in the process (unlike
  * pthread_t values and TIDs, which a new thread may inherit from a dead
- * one).  Never 0.
+ * one).  Never 0.  Inline: the debug contracts ask on every lock and
+ * poll, and a thread-local read is all it costs after the first.
  */
-uint64_t aiol__thread_id(void);
+static inline uint64_t aiol__thread_id(void)
+{
+    uint64_t id = aiol__tid;
+
+    return id != 0 ? id : aiol__thread_id_assign();
+}
 
 /* Readiness bits, monitor-neutral.  Each monitor translates its own. */
 enum {

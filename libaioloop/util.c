@@ -15,15 +15,14 @@ _Noreturn void aiol__fail(const char *func, const char *msg)
     abort();
 }
 
-uint64_t aiol__thread_id(void)
+_Thread_local uint64_t aiol__tid;
+
+uint64_t aiol__thread_id_assign(void)
 {
     static atomic_uint_fast64_t next = 1;
-    static _Thread_local uint64_t id;
 
-    if (id == 0) {
-        id = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
-    }
-    return id;
+    aiol__tid = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
+    return aiol__tid;
 }
 
 int aiol__reserve_grow(void *arrp, size_t *cap, size_t want, size_t esize)
