@@ -31,11 +31,11 @@ static inline int64_t aiol__phases_deadline(aiol_loop *loop, aiol__now *now)
 bool aiol__phases_dispatch_run(aiol_loop *loop, bool first);
 /*
  * Runs the embedder phases' first (@first) or dispatch callbacks.
- * Returns progress.
+ * Returns progress.  Inline, a counter's check when no phase has one.
  */
 static inline bool aiol__phases_dispatch(aiol_loop *loop, bool first)
 {
-    return !AIOL_LIST_EMPTY(&loop->phases) &&
+    return (first ? loop->phases_first : loop->phases_dispatch) != 0 &&
            aiol__phases_dispatch_run(loop, first);
 }
 

@@ -298,6 +298,8 @@ int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
     phase->ops = *ops;
     phase->opaque = opaque;
     AIOL_LIST_INSERT_HEAD(&loop->phases, phase, link);
+    loop->phases_first += ops->first != NULL;
+    loop->phases_dispatch += ops->dispatch != NULL;
     *out = phase;
     return 0;
 }
@@ -307,6 +309,8 @@ void aiol_phase_remove(aiol_phase *phase)
     aiol__check(phase != NULL, "phase is NULL");
     aiol__check(atomic_load(&phase->loop->walkers) == 0,
                 "phases are not removed from inside the loop's callbacks");
+    phase->loop->phases_first -= phase->ops.first != NULL;
+    phase->loop->phases_dispatch -= phase->ops.dispatch != NULL;
     AIOL_LIST_REMOVE(phase, link);
     free(phase);
 }

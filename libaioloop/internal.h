@@ -251,6 +251,8 @@ struct aiol_loop {
     size_t timers_armed;       /* over every clock of the loop */
     /* Embedder phases, see embed.c.  Polling thread. */
     AIOL_LIST_HEAD(, aiol_phase) phases;
+    unsigned phases_first;     /* of them with a first callback */
+    unsigned phases_dispatch;  /* of them with a dispatch callback */
     int64_t poll_ns;           /* busy-poll window; polling thread */
     int64_t poll_max_ns;       /* polling thread */
     /*

@@ -372,7 +372,9 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     /* (inline checks skip each one that has nothing: internal.h) */
     progress = aiol__phases_dispatch(loop, true);
     progress |= aiol__bh_poll(loop);
-    progress |= aiol__dispatch_ready(loop, &ready);
+    if (!AIOL_LIST_EMPTY(&ready)) {
+        progress |= aiol__dispatch_ready(loop, &ready);
+    }
     if (loop->fdmon->requests != NULL) {
         progress |= loop->fdmon->requests->dispatch(loop);
     }
