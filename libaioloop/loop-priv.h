@@ -29,9 +29,70 @@ bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);
 int aiol__fd_set_internal(aiol_loop *loop, int fd, aiol_handler_fn *read,
                           void *opaque);
 
-/* Walking counter, see struct aiol_loop.walkers. */
-void aiol__walk_begin(aiol_loop *loop);
-void aiol__walk_end(aiol_loop *loop);
+/*
+ * The walking counter, struct aiol_loop.walkers: each iteration is a walk,
+ * and a handler removed during one is parked, not freed (handler.c).
+ * Polling thread.  Inline: every iteration, however empty, passes here.
+ */
+static inline void aiol__walk_begin(aiol_loop *loop)
+{
+    unsigned outer;
+
+    if (loop->confined) {
+        /* No remover on another thread: a plain increment does. */
+        outer = atomic_load_explicit(&loop->walkers, memory_order_relaxed);
+        atomic_store_explicit(&loop->walkers, outer + 1, memory_order_relaxed);
+        outer = outer == 0;
+    } else {
+        /* seq_cst: pairs with the load in retire_locked(). */
+        outer = atomic_fetch_add_explicit(&loop->walkers, 1,
+                                          memory_order_seq_cst) == 0;
+    }
+#ifdef AIOL__CONTRACTS
+    if (outer) {
+        atomic_store_explicit(&loop->poller, aiol__thread_id(),
+                              memory_order_relaxed);
+        aiol__owner_take(loop);
+    }
+    assert(atomic_load_explicit(&loop->poller, memory_order_relaxed) ==
+               aiol__thread_id() &&
+           "a loop is polled by one thread at a time");
+#else
+    (void)outer;
+#endif
+}
+
+/* aiol__walk_end() when a retired handler may wait (handler.c). */
+void aiol__walk_end_slow(aiol_loop *loop);
+
+/* Ends aiol__walk_begin()'s walk; the outermost frees parked handlers. */
+static inline void aiol__walk_end(aiol_loop *loop)
+{
+#ifdef AIOL__CONTRACTS
+    assert(atomic_load_explicit(&loop->poller, memory_order_relaxed) ==
+               aiol__thread_id() &&
+           "a poll ends on another thread than it began");
+    if (atomic_load_explicit(&loop->walkers, memory_order_relaxed) == 1) {
+        atomic_store_explicit(&loop->poller, 0, memory_order_relaxed);
+    }
+#endif
+    /* Acquire pairs with the release store in retire_locked(). */
+    if (!atomic_load_explicit(&loop->deleted_pending, memory_order_acquire)) {
+        /*
+         * Nothing to free.  A handler parked after this load stays parked
+         * until the next walk ends or a removal finds no walker.  Only the
+         * polling thread writes walkers, so a plain store does: release
+         * pairs with the seq_cst load in retire_locked(), which frees only
+         * after our dispatch is done with the handler.
+         */
+        atomic_store_explicit(&loop->walkers,
+                              atomic_load_explicit(&loop->walkers,
+                                                   memory_order_relaxed) - 1,
+                              memory_order_release);
+        return;
+    }
+    aiol__walk_end_slow(loop);
+}
 
 /*
  * Earliest deadline among notify (0 if pending), bottom halves, timers and
