@@ -101,37 +101,19 @@
         }                                                                    \
         name##_set_(h, i, x);                                                \
     }                                                                        \
-    /*                                                                       \
-     * The smallest of the children of slot @i, or 0 if it has none.  A     \
-     * node with all four (every node above the last level) takes three     \
-     * comparisons, two independent pairs and their winners, and no bound   \
-     * checks (this assumes AIOL_HEAP_D is 4).                              \
-     */                                                                      \
-    AIOL_HEAP_FN_ size_t name##_min_child_(const struct name *h, size_t i)   \
-    {                                                                        \
-        size_t c = i * AIOL_HEAP_D + 1, best = c;                            \
-        if (c + AIOL_HEAP_D <= h->n) {                                       \
-            size_t a = name##_lt_(&h->v[c + 1], &h->v[c]) ? c + 1 : c;       \
-            size_t b = name##_lt_(&h->v[c + 3], &h->v[c + 2]) ? c + 3        \
-                                                              : c + 2;       \
-            return name##_lt_(&h->v[b], &h->v[a]) ? b : a;                   \
-        }                                                                    \
-        if (c >= h->n) {                                                     \
-            return 0;                                                        \
-        }                                                                    \
-        for (size_t k = c + 1; k < h->n; k++) {                              \
-            if (name##_lt_(&h->v[k], &h->v[best])) {                         \
-                best = k;                                                    \
-            }                                                                \
-        }                                                                    \
-        return best;                                                         \
-    }                                                                        \
     AIOL_HEAP_FN_ void name##_down_(struct name *h, size_t i)                \
     {                                                                        \
         slot_t x = h->v[i];                                                  \
-        size_t best;                                                         \
-        while ((best = name##_min_child_(h, i)) != 0 &&                      \
-               name##_lt_(&h->v[best], &x)) {                                \
+        for (;;) {                                                           \
+            size_t c = i * AIOL_HEAP_D + 1, best = i;                        \
+            for (size_t k = c; k < c + AIOL_HEAP_D && k < h->n; k++) {       \
+                if (name##_lt_(&h->v[k], best == i ? &x : &h->v[best])) {    \
+                    best = k;                                                \
+                }                                                            \
+            }                                                                \
+            if (best == i) {                                                 \
+                break;                                                       \
+            }                                                                \
             name##_set_(h, i, h->v[best]);                                   \
             i = best;                                                        \
         }                                                                    \
@@ -174,8 +156,18 @@
         if (i == --h->n) {                                                   \
             return;                                                          \
         }                                                                    \
-        for (size_t best; (best = name##_min_child_(h, i)) != 0; i = best) { \
+        for (;;) {                                                           \
+            size_t c = i * AIOL_HEAP_D + 1, best = c;                        \
+            if (c >= h->n) {                                                 \
+                break;                                                       \
+            }                                                                \
+            for (size_t k = c + 1; k < c + AIOL_HEAP_D && k < h->n; k++) {   \
+                if (name##_lt_(&h->v[k], &h->v[best])) {                     \
+                    best = k;                                                \
+                }                                                            \
+            }                                                                \
             name##_set_(h, i, h->v[best]);                                   \
+            i = best;                                                        \
         }                                                                    \
         h->v[i] = h->v[h->n];                                                \
         name##_up_(h, i);                                                    \
