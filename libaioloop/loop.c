@@ -273,13 +273,13 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
  */
 static inline bool look_needless(aiol_loop *loop)
 {
+    size_t unpolled = aiol__kind_count(loop, AIOL__KIND_UNPOLLED);
     bool polled = false;
 
-    if (aiol__kind_count(loop, AIOL__KIND_POLLED) != 0 ||
-        aiol__kind_count(loop, AIOL__KIND_UNPOLLED) != 0) {
+    if (unpolled != 0 || aiol__kind_count(loop, AIOL__KIND_POLLED) != 0) {
         polled = loop->poll_max_ns > 0 &&
                  loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS &&
-                 aiol__kind_count(loop, AIOL__KIND_UNPOLLED) == 0;
+                 unpolled == 0;
         if (!polled) {
             return false;
         }
