@@ -299,9 +299,11 @@ struct aiol_loop {
     /*
      * loop->lock protects the fd table, the deleted list and the monitor's
      * registration state.  Never held while a callback runs or while the
-     * polling thread sleeps.
+     * polling thread sleeps.  A futex word (aiol__mutex_take()): 0 free,
+     * 1 held, 2 held and a thread may sleep on it.
      */
-    pthread_mutex_t lock;
+    atomic_uint lock;
+    uint64_t lock_takes;   /* lock; what test_confined.c counts */
     aiol__handler **table; /* fd-indexed; lock */
     size_t table_size;     /* entries in table; lock */
     /*
@@ -408,6 +410,42 @@ static inline void aiol__owner_take(aiol_loop *loop)
 }
 
 /*
+ * loop->lock's contended paths (util.c).  The lock is a futex word of our
+ * own, not a pthread mutex: an uncontended take and release are one
+ * locked instruction each and a few others, where glibc's mutex spends
+ * some fifty instructions per pair on its type, owner and user counts,
+ * and every handler change and every wait that harvests events pays
+ * them.  aiol__lock_slow() looks a while for a release (the sections are
+ * short), then marks the word contended (2) and sleeps on it;
+ * aiol__unlock_wake() wakes one sleeper after a release that found the
+ * word contended.
+ */
+void aiol__lock_slow(atomic_uint *word);
+void aiol__unlock_wake(atomic_uint *word);
+
+/* Takes the futex lock @word (see above). */
+static inline void aiol__mutex_take(atomic_uint *word)
+{
+    unsigned expected = 0;
+
+    /* Acquire pairs with the release exchange in aiol__mutex_give(). */
+    if (!atomic_compare_exchange_strong_explicit(word, &expected, 1,
+                                                 memory_order_acquire,
+                                                 memory_order_relaxed)) {
+        aiol__lock_slow(word);
+    }
+}
+
+/* Releases the futex lock @word, which the caller holds. */
+static inline void aiol__mutex_give(atomic_uint *word)
+{
+    /* Release pairs with the acquire in aiol__mutex_take(). */
+    if (atomic_exchange_explicit(word, 0, memory_order_release) == 2) {
+        aiol__unlock_wake(word);
+    }
+}
+
+/*
  * Takes loop->lock, noting the holder for aiol__assert_locked().  On a
  * confined loop only its own thread gets here, and nothing is taken.
  */
@@ -415,7 +453,8 @@ static inline void aiol__lock(aiol_loop *loop)
 {
     aiol__assert_owner(loop);
     if (!loop->confined) {
-        pthread_mutex_lock(&loop->lock);
+        aiol__mutex_take(&loop->lock);
+        loop->lock_takes++;
     }
 #ifdef AIOL__CONTRACTS
     atomic_store_explicit(&loop->lock_owner, aiol__thread_id(),
@@ -440,7 +479,7 @@ static inline void aiol__unlock(aiol_loop *loop)
     atomic_store_explicit(&loop->lock_owner, 0, memory_order_relaxed);
 #endif
     if (!loop->confined) {
-        pthread_mutex_unlock(&loop->lock);
+        aiol__mutex_give(&loop->lock);
     }
 }
 

@@ -66,7 +66,6 @@ static void loop_teardown(aiol_loop *loop, bool mon_started)
     }
     aiol__clocks_fini(loop);
     aiol__busy_poll_fini(loop);
-    pthread_mutex_destroy(&loop->lock);
     free(loop);
 }
 
@@ -79,7 +78,7 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
     if (loop == NULL) {
         return -ENOMEM;
     }
-    pthread_mutex_init(&loop->lock, NULL);
+    atomic_init(&loop->lock, 0);
     AIOL_LIST_INIT(&loop->deleted);
     AIOL_LIST_INIT(&loop->live);
     AIOL_LIST_INIT(&loop->pollers);

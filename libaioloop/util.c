@@ -4,7 +4,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/futex.h>
 #include <sys/epoll.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "fdmon.h"
 
@@ -23,6 +26,55 @@ uint64_t aiol__thread_id_assign(void)
 
     aiol__tid = atomic_fetch_add_explicit(&next, 1, memory_order_relaxed);
     return aiol__tid;
+}
+
+/* Rounds of aiol__lock_slow() that look for a release before sleeping. */
+#define LOCK_SPINS 100
+
+static void cpu_relax(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ volatile("yield" ::: "memory");
+#endif
+}
+
+void aiol__lock_slow(atomic_uint *word)
+{
+    int saved = errno; /* (a caller may take the lock between a call and
+                          its errno) */
+    unsigned expected;
+
+    /* The holder is likely running and about to release: look a while. */
+    for (int i = 0; i < LOCK_SPINS; i++) {
+        expected = 0;
+        if (atomic_load_explicit(word, memory_order_relaxed) == 0 &&
+            atomic_compare_exchange_weak_explicit(word, &expected, 1,
+                                                  memory_order_acquire,
+                                                  memory_order_relaxed)) {
+            return;
+        }
+        cpu_relax();
+    }
+    /*
+     * Take it marked contended (2): we cannot know whether others sleep,
+     * so our release must wake one.  Acquire pairs with the release
+     * exchange in aiol__mutex_give(); sleep only while the word still says 2,
+     * so a release between the exchange and the wait is not missed.
+     */
+    while (atomic_exchange_explicit(word, 2, memory_order_acquire) != 0) {
+        syscall(SYS_futex, word, FUTEX_WAIT_PRIVATE, 2, NULL, NULL, 0);
+    }
+    errno = saved;
+}
+
+void aiol__unlock_wake(atomic_uint *word)
+{
+    int saved = errno;
+
+    syscall(SYS_futex, word, FUTEX_WAKE_PRIVATE, 1, NULL, NULL, 0);
+    errno = saved;
 }
 
 int aiol__reserve_grow(void *arrp, size_t *cap, size_t want, size_t esize)
