@@ -380,21 +380,28 @@ static void epoll_direct_leave(aiol_loop *loop)
     flush_locked(loop, loop->fdmon_state);
 }
 
-/* Hands every pending change to the kernel.  Polling thread. */
-AIOL__HOT
-static void epoll_flush(aiol_loop *loop)
+/* epoll_flush() when some change is pending. */
+static void epoll_flush_dirty(aiol_loop *loop, aiol__epoll_state *s)
 {
-    aiol__epoll_state *s = loop->fdmon_state;
-
-    /* seq_cst: pairs with F4 through F1 (see aiol__epoll_state, embed.c). */
-    if (!atomic_load_explicit(&s->has_dirty, memory_order_seq_cst)) {
-        return;
-    }
     aiol__lock(loop);
     if (!aiol__embed_is_direct(loop)) {
         flush_locked(loop, s);
     }
     aiol__unlock(loop);
+}
+
+/*
+ * Hands every pending change to the kernel.  Polling thread.  Inline in
+ * each wait, which pays one load when nothing changed.
+ */
+static inline void epoll_flush(aiol_loop *loop)
+{
+    aiol__epoll_state *s = loop->fdmon_state;
+
+    /* seq_cst: pairs with F4 through F1 (see aiol__epoll_state, embed.c). */
+    if (atomic_load_explicit(&s->has_dirty, memory_order_seq_cst)) {
+        epoll_flush_dirty(loop, s);
+    }
 }
 
 /* True when a wait must not sleep: some fd is always ready.  Polling thread. */

@@ -423,11 +423,36 @@ static inline void aiol__owner_take(aiol_loop *loop)
 void aiol__lock_slow(atomic_uint *word);
 void aiol__unlock_wake(atomic_uint *word);
 
+/*
+ * True while the process has one thread (glibc 2.32 and later: it turns
+ * false before a second thread starts).  Then nobody can contend for a
+ * lock and a take or release needs no locked instruction, as glibc's own
+ * mutex does then: a single-threaded embedder (a Python or Lua program,
+ * a one-loop service) pays a plain store.  A lock taken that way is
+ * released correctly by the exchange should a thread start meanwhile
+ * (the holder does not start threads while it holds the lock).
+ */
+#if defined(__has_include)
+#if __has_include(<sys/single_threaded.h>)
+#include <sys/single_threaded.h>
+#define AIOL__ONE_THREAD() (__libc_single_threaded != 0)
+#endif
+#endif
+#ifndef AIOL__ONE_THREAD
+#define AIOL__ONE_THREAD() false
+#endif
+
 /* Takes the futex lock @word (see above). */
 static inline void aiol__mutex_take(atomic_uint *word)
 {
     unsigned expected = 0;
 
+    if (AIOL__ONE_THREAD()) {
+        assert(atomic_load_explicit(word, memory_order_relaxed) == 0 &&
+               "loop->lock taken twice by its only thread");
+        atomic_store_explicit(word, 1, memory_order_relaxed);
+        return;
+    }
     /* Acquire pairs with the release exchange in aiol__mutex_give(). */
     if (!atomic_compare_exchange_strong_explicit(word, &expected, 1,
                                                  memory_order_acquire,
@@ -439,6 +464,10 @@ static inline void aiol__mutex_take(atomic_uint *word)
 /* Releases the futex lock @word, which the caller holds. */
 static inline void aiol__mutex_give(atomic_uint *word)
 {
+    if (AIOL__ONE_THREAD()) {
+        atomic_store_explicit(word, 0, memory_order_relaxed);
+        return;
+    }
     /* Release pairs with the acquire in aiol__mutex_take(). */
     if (atomic_exchange_explicit(word, 0, memory_order_release) == 2) {
         aiol__unlock_wake(word);
