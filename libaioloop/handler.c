@@ -242,8 +242,9 @@ static bool ops_plain(const aiol_fd_ops *ops)
  * for.  For plain ops (aiol_fd_set()'s) it reads the handler's first
  * cache line only.
  */
-static bool same_handler(const aiol__handler *h, const aiol_fd_ops *ops,
-                         void *opaque, bool internal)
+static AIOL__INLINE bool same_handler(const aiol__handler *h,
+                                      const aiol_fd_ops *ops,
+                                      void *opaque, bool internal)
 {
     const aiol_fd_ops *x = &h->ops, *y = ops;
 
