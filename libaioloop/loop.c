@@ -231,6 +231,9 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
 {
     int64_t d;
 
+    if (atomic_load_explicit(&loop->walkers, memory_order_relaxed) > 1) {
+        aiol__notify_drain_nested(loop); /* (see there) */
+    }
     atomic_fetch_add_explicit(&loop->notify_me, 2, memory_order_relaxed);
     /*
      * F1: pairs with F2 in aiol_loop_notify(), and with F4 in handler.c

@@ -12,6 +12,11 @@ int aiol__notify_init(aiol_loop *loop);
 void aiol__notify_fini(aiol_loop *loop);
 /* Polling thread, after a wait: consumes a pending notify. */
 void aiol__notify_accept(aiol_loop *loop);
+/*
+ * Polling thread, before a nested poll may block: drains the wakeup fd
+ * if a kick is still in it (its handler waits on an outer ready list).
+ */
+void aiol__notify_drain_nested(aiol_loop *loop);
 
 /*
  * After a change other threads make and the poller must see: true when it

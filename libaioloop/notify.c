@@ -70,6 +70,24 @@ static void notify_drain(void *opaque)
     atomic_store_explicit(&loop->notify_kicked, false, memory_order_seq_cst);
 }
 
+/*
+ * A kick ends the wait of the iteration that harvests it, but its handler
+ * runs at that iteration's dispatch, after the bottom halves.  A bottom
+ * half (or a phase) that polls again, blocking, would find the flag set
+ * on an undrained eventfd: later notifies skip their write, and a monitor
+ * that reports only new writes (io_uring's poll of it) lets that poll
+ * sleep through them.  So before a nested poll may block, it drains the
+ * eventfd itself, drain then clear as above; the outer handler then finds
+ * it empty.
+ */
+void aiol__notify_drain_nested(aiol_loop *loop)
+{
+    if (loop->wakeup_fn == NULL && loop->notify_fd >= 0 &&
+        atomic_load_explicit(&loop->notify_kicked, memory_order_seq_cst)) {
+        notify_drain(loop);
+    }
+}
+
 int aiol__notify_init(aiol_loop *loop)
 {
     int ret;

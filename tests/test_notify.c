@@ -197,6 +197,71 @@ static void test_notify_cross_thread_wakes_blocking_poll(void **state)
     aiol_loop_free(loop);
 }
 
+/*
+ * A bottom half that polls, blocking, inside the iteration whose wait a
+ * kick ended: bottom halves run before the fd handlers, so the wakeup
+ * fd's own handler has not drained it yet.  A notify from another thread
+ * must still wake that nested poll (on io_uring, whose poll of the
+ * wakeup fd reports only new writes, a kick left undrained made later
+ * notifies skip their write, and the poll slept on).
+ */
+typedef struct nested_bh {
+    aiol_loop *loop;
+    aiol_bh *bh;
+    atomic_int stage; /* 1: the nested poll began; 2: the thread notifies */
+} nested_bh;
+
+static void bh_polls_blocking(void *opaque)
+{
+    nested_bh *nb = opaque;
+
+    atomic_store(&nb->stage, 1);
+    while (atomic_load(&nb->stage) < 2) {
+        aiol_loop_poll(nb->loop, true);
+    }
+}
+
+static void *thread_kicks_then_notifies(void *opaque)
+{
+    nested_bh *nb = opaque;
+
+    lw_sleep_ns(LW_MS(20)); /* the loop sleeps */
+    aiol_bh_schedule(nb->bh); /* a kick ends its wait */
+    while (atomic_load(&nb->stage) < 1) {
+        sched_yield();
+    }
+    lw_sleep_ns(LW_MS(20)); /* the nested poll sleeps */
+    atomic_store(&nb->stage, 2);
+    aiol_loop_notify(nb->loop);
+    return NULL;
+}
+
+static void test_notify_wakes_poll_nested_in_bottom_half(void **state)
+{
+    aiol_loop *loop = settled_loop();
+    static nested_bh nb;
+    lw_watchdog w;
+    pthread_t t;
+
+    (void)state;
+    nb.loop = loop;
+    assert_int_equal(aiol_bh_new_shared(loop, bh_polls_blocking, &nb, &nb.bh),
+                     0);
+    for (int round = 0; round < 3; round++) {
+        atomic_store(&nb.stage, 0);
+        lw_watchdog_arm(&w, loop, LW_MS(5000));
+        assert_int_equal(pthread_create(&t, NULL, thread_kicks_then_notifies,
+                                        &nb), 0);
+        while (atomic_load(&nb.stage) < 2) {
+            aiol_loop_poll(loop, true);
+        }
+        pthread_join(t, NULL);
+        assert_int_equal(lw_watchdog_free(&w), 0); /* it never slept on */
+    }
+    aiol_bh_free(nb.bh);
+    aiol_loop_free(loop);
+}
+
 static void test_notify_many_while_blocked_few_kicks(void **state)
 {
     aiol_loop *loop = settled_loop();
@@ -287,6 +352,7 @@ int main(void)
         cmocka_unit_test(test_notify_consumed_once),
         cmocka_unit_test(test_notify_nonblocking_poll_one_wait),
         cmocka_unit_test(test_notify_cross_thread_wakes_blocking_poll),
+        cmocka_unit_test(test_notify_wakes_poll_nested_in_bottom_half),
         cmocka_unit_test(test_notify_many_while_blocked_few_kicks),
         cmocka_unit_test(test_notify_never_kicks_nonblocking_poller),
     };
