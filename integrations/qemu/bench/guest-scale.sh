@@ -24,7 +24,9 @@
 # thread), read from /proc between the guest's AIOL-FIO-BEGIN and
 # AIOL-FIO-END console lines, divided by the requests fio made (its IOPS
 # times ramp + runtime).  R interleaved rounds (default 3, every other one
-# in reverse order), medians.  TCG's absolute numbers: read the ratios.
+# in reverse order), medians; the "paired" columns are the median of each
+# round's own ratio (stock and the fork of a cell boot back to back).
+# TCG's absolute numbers: read the ratios.
 #
 # --poll-max-ns N sets the iothread's busy-poll window (QEMU's default is
 # 32768; 0 turns busy polling off).
@@ -181,16 +183,24 @@ for where in wheres:
             res.setdefault(where, {}).setdefault(v, {})[n] = dict(
                 {k: statistics.median(x[k] for x in runs) for k in runs[0]},
                 runs=runs)
-print("| thread | idle disks | QEMU | IOPS in the guest | / its own with %d idle | / stock | clat p50 (us) | serving thread's CPU per I/O (us) |" % idle[0])
-print("|---|---:|---|---:|---:|---:|---:|---:|")
+# Paired ratios: the median over rounds of one round's ratio.  A cell's
+# two QEMUs boot back to back, and a round's cells minutes apart, so a
+# ratio within a round cancels the machine's drift between rounds.
+def paired(a, b):
+    return statistics.median(x["iops"] / y["iops"]
+                             for x, y in zip(a["runs"], b["runs"]))
+print("| thread | idle disks | QEMU | IOPS in the guest | / its own with %d idle | / stock | paired: / its own with %d idle | paired: / stock | clat p50 (us) | serving thread's CPU per I/O (us) |" % (idle[0], idle[0]))
+print("|---|---:|---|---:|---:|---:|---:|---:|---:|---:|")
 for where in wheres:
     for n in idle:
         for v in variants:
             c = res[where][v][n]
-            print("| %s | %d | %s | %.0f | %.2f | %.2f | %.0f | %.1f |" % (
-                where, n, v, c["iops"], c["iops"] / res[where][v][idle[0]]["iops"],
-                c["iops"] / res[where]["stock"][n]["iops"], c["p50_us"],
-                c["cpu_us_per_io"]))
+            own, stock = res[where][v][idle[0]], res[where]["stock"][n]
+            c["paired_own"], c["paired_stock"] = paired(c, own), paired(c, stock)
+            print("| %s | %d | %s | %.0f | %.2f | %.2f | %.2f | %.2f | %.0f | %.1f |" % (
+                where, n, v, c["iops"], c["iops"] / own["iops"],
+                c["iops"] / stock["iops"], c["paired_own"],
+                c["paired_stock"], c["p50_us"], c["cpu_us_per_io"]))
 if out:
     json.dump(res, open(out, "w"), indent=1)
 if plot:
