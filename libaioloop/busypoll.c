@@ -69,9 +69,16 @@ static bool handler_alive(const aiol__handler *node)
 
 int aiol__busy_poll_reserve(aiol_loop *loop, size_t n)
 {
+    int ret;
+
     aiol__assert_locked(loop);
-    if (loop->pollers_snap_cap >= n) {
-        return 0;
+    if (n >= AIOL__NO_SLOT) {
+        return -ENOMEM; /* (indexes are 32 bits; the fd limit is far below) */
+    }
+    ret = aiol__reserve(&loop->pollers, &loop->pollers_cap, n,
+                        sizeof(*loop->pollers));
+    if (ret < 0 || loop->pollers_snap_cap >= n) {
+        return ret;
     }
     return aiol__reserve(&loop->pollers_spare, &loop->pollers_spare_cap, n,
                          sizeof(*loop->pollers_spare));
@@ -83,10 +90,10 @@ int aiol__busy_poll_reserve(aiol_loop *loop, size_t n)
  */
 static void snapshot_refresh(aiol_loop *loop)
 {
-    aiol__handler *node;
-    size_t n = 0;
+    size_t n;
 
     aiol__lock(loop);
+    n = loop->npollers;
     if (loop->pollers_snap_cap < loop->npollers) {
         aiol__check(loop->pollers_spare_cap >= loop->npollers,
                     "no room reserved for the busy-poll snapshot");
@@ -96,9 +103,11 @@ static void snapshot_refresh(aiol_loop *loop)
         loop->pollers_spare = NULL;
         loop->pollers_spare_cap = 0;
     }
-    AIOL_LIST_FOREACH(node, &loop->pollers, node_poll) {
-        node->poll_slot = n;
-        loop->pollers_snap[n++] = node;
+    for (size_t i = 0; i < n; i++) {
+        aiol__handler *node = loop->pollers[i];
+
+        node->poll_slot = (uint32_t)i;
+        loop->pollers_snap[i] = node;
     }
     loop->npollers_snap = n;
     loop->npollers_active = n; /* (idle ones leave again at their round) */
@@ -168,9 +177,9 @@ static void snap_swap(aiol_loop *loop, size_t i, size_t j)
     aiol__handler *a = loop->pollers_snap[i], *b = loop->pollers_snap[j];
 
     loop->pollers_snap[i] = b;
-    b->poll_slot = i;
+    b->poll_slot = (uint32_t)i;
     loop->pollers_snap[j] = a;
-    a->poll_slot = j;
+    a->poll_slot = (uint32_t)j;
 }
 
 /* One round over the handlers still polled. */
@@ -322,9 +331,11 @@ void aiol__busy_poll_adjust(aiol_loop *loop, int64_t block_ns)
 
 void aiol__busy_poll_fini(aiol_loop *loop)
 {
+    free(loop->pollers);
     free(loop->pollers_snap);
     free(loop->pollers_spare);
-    loop->pollers_snap = loop->pollers_spare = NULL;
+    loop->pollers = loop->pollers_snap = loop->pollers_spare = NULL;
+    loop->npollers = loop->pollers_cap = 0;
     loop->npollers_snap = loop->pollers_snap_cap = loop->pollers_spare_cap = 0;
     loop->npollers_active = 0;
 }

@@ -89,10 +89,8 @@ static aiol__handler *spare_pop_locked(aiol_loop *loop)
 _Static_assert(offsetof(aiol__handler, ops.poll) + sizeof(aiol_poll_fn *) <=
                    LINE,
                "what an event and a plain re-arm touch is one cache line");
-_Static_assert(offsetof(aiol__handler, node_live) +
-                       sizeof(((aiol__handler *)0)->node_live) <=
-                   2 * LINE,
-               "what a set and a removal touch is two cache lines");
+_Static_assert(sizeof(aiol__handler) <= 2 * LINE,
+               "a handler is two cache lines");
 
 /* Caller holds loop->lock and is done with @node: it becomes a spare. */
 static void node_release_locked(aiol_loop *loop, aiol__handler *node)
@@ -293,14 +291,13 @@ static AIOL__INLINE void node_init(aiol__handler *node, int fd,
     atomic_init(&node->deleted, false);
     node->revents = 0;
     AIOL_LIST_ENTRY_INIT(node, node_ready);
-    AIOL_LIST_ENTRY_INIT(node, node_deleted);
-    AIOL_LIST_ENTRY_INIT(node, node_live);
+    AIOL_LIST_ENTRY_INIT(node, node_live); /* (and node_deleted) */
     node->fdmon_slot = -1;
     node->poll_started = false;
     if (ops->poll != NULL) {
-        AIOL_LIST_ENTRY_INIT(node, node_poll);
+        node->poll_idx = AIOL__NO_SLOT;
         node->poll_progress_ns = 0; /* idle clock starts at its first poll */
-        node->poll_slot = SIZE_MAX; /* in no busy-poll snapshot yet */
+        node->poll_slot = AIOL__NO_SLOT; /* in no busy-poll snapshot yet */
     }
 }
 
@@ -310,13 +307,18 @@ static void pollers_update_locked(aiol_loop *loop, aiol__handler *node,
 {
     aiol__assert_locked(loop);
     if (add) {
-        assert(!AIOL_LIST_IS_INSERTED(node, node_poll) &&
-               "a handler is on the busy-poll list once");
-        AIOL_LIST_INSERT_HEAD(&loop->pollers, node, node_poll);
-        loop->npollers++; /* (room: aiol__busy_poll_reserve()) */
-    } else if (AIOL_LIST_IS_INSERTED(node, node_poll)) {
-        AIOL_LIST_REMOVE(node, node_poll);
-        loop->npollers--;
+        assert(node->poll_idx == AIOL__NO_SLOT &&
+               "a handler is in the busy-poll set once");
+        assert(loop->npollers < loop->pollers_cap &&
+               "room for the handler was reserved");
+        node->poll_idx = (uint32_t)loop->npollers;
+        loop->pollers[loop->npollers++] = node;
+    } else if (node->poll_idx != AIOL__NO_SLOT) {
+        aiol__handler *last = loop->pollers[--loop->npollers];
+
+        loop->pollers[node->poll_idx] = last; /* (itself, if it was last) */
+        last->poll_idx = node->poll_idx;
+        node->poll_idx = AIOL__NO_SLOT;
     }
     /*
      * Release pairs with the acquire load in aiol__busy_poll().  Writers

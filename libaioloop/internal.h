@@ -125,9 +125,10 @@ typedef AIOL_LIST_HEAD(aiol__ready_list, aiol__handler) aiol__ready_list;
  * first and fill one cache line; handlers are carved from cache-aligned
  * slabs (handler.c).  With thousands of handlers an event or a re-arm
  * then costs one miss on its handler, and re-arming them all does not
- * push the rest of the program out of the cache.  Setting and removing a
- * handler touch the first two lines; the third is busy polling's, set
- * up only for a handler with a poll callback.
+ * push the rest of the program out of the cache.  A handler is two
+ * lines, both of which a set and a removal touch; busy polling's fields,
+ * at the end of the second, are set up only for a handler with a poll
+ * callback.
  */
 struct aiol__handler {
     /* Immutable from creation until the handler is freed. */
@@ -167,19 +168,30 @@ struct aiol__handler {
     /* Immutable, as fd; read, write and poll are in the first line. */
     aiol_fd_ops ops;
 
-    /* Protected by loop->lock. */
-    AIOL_LIST_ENTRY(aiol__handler) node_deleted;
-    AIOL_LIST_ENTRY(aiol__handler) node_live; /* on loop->live while set */
+    /*
+     * Protected by loop->lock.  A handler is on loop->live while it is set
+     * and on loop->deleted (or the spare stack) only after it was taken
+     * off loop->live, so the two links share their storage.
+     */
+    union {
+        AIOL_LIST_ENTRY(aiol__handler) node_live; /* on loop->live */
+        AIOL_LIST_ENTRY(aiol__handler) node_deleted;
+    };
 
     /*
-     * Busy polling, set up only when ops.poll is set.  node_poll:
+     * Busy polling, set up only when ops.poll is set.  poll_idx:
      * loop->lock; the rest: the polling thread.
      */
-    AIOL_LIST_ENTRY(aiol__handler) node_poll; /* on loop->pollers */
+    uint32_t poll_idx;        /* loop->pollers[poll_idx] is this handler, or
+                                 AIOL__NO_SLOT: not in loop->pollers */
+    uint32_t poll_slot;       /* its index in loop->pollers_snap, or
+                                 AIOL__NO_SLOT: in no snapshot yet */
     int64_t poll_progress_ns; /* last poll() with work or fd event; 0: never
                                  polled (idle clock not started) */
-    size_t poll_slot;         /* its index in loop->pollers_snap */
 };
+
+/* aiol__handler.poll_idx and poll_slot of a handler in no array. */
+#define AIOL__NO_SLOT UINT32_MAX
 
 /* aiol__handler.kind values (handler.c); loop->nkind counts each. */
 #define AIOL__KIND_POLLED 0u   /* busy-polled, not a wakeup fd */
@@ -342,8 +354,12 @@ struct aiol_loop {
     void *wakeup_opaque;       /* (both set before other threads use it) */
 
     /* Busy polling, see busypoll.c. */
-    AIOL_LIST_HEAD(, aiol__handler) pollers; /* handlers with poll(); lock */
-    size_t npollers;           /* on pollers; lock */
+    /*
+     * The handlers with a poll callback, dense (handler.c keeps room for
+     * one more before every set: aiol__busy_poll_reserve()).  lock.
+     */
+    aiol__handler **pollers;
+    size_t npollers, pollers_cap; /* lock */
     /*
      * Room for the next snapshot, so refreshing it never allocates (a
      * refresh cut short by ENOMEM would drop handlers whose poll_end is

@@ -81,7 +81,6 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
     atomic_init(&loop->lock, 0);
     AIOL_LIST_INIT(&loop->deleted);
     AIOL_LIST_INIT(&loop->live);
-    AIOL_LIST_INIT(&loop->pollers);
     AIOL_LIST_INIT(&loop->phases);
     AIOL_TAILQ_INIT(&loop->bh_slices);
     loop->notify_fd = -1;
