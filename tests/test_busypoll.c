@@ -725,6 +725,61 @@ static void test_busypoll_removed_handler_untouched_when_window_closes(
     aiol_loop_free(loop);
 }
 
+/*
+ * Removing polled handlers from the first, a middle and the last place
+ * of the loop's set of polled handlers leaves every other one polled:
+ * each of them, given work, has it found by a round, and no round calls
+ * a removed one (under ASan, freed memory).
+ */
+static void test_busypoll_removals_keep_the_others_polled(void **state)
+{
+    enum { N = 8 };
+    static const int gone[] = { 0, 3, N - 1, 4 };
+    aiol_loop *loop = settled_loop();
+    bool removed[N] = { false };
+    int polls[N];
+    lw_watchdog w;
+    ph hs[N];
+
+    (void)state;
+    ph_add(&hs[0], loop, false);
+    assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
+    open_window(loop);
+    ph_del(&hs[0]);
+    /* fresh handlers: their idle allowances start at their first poll */
+    for (int i = 0; i < N; i++) {
+        ph_add(&hs[i], loop, false);
+    }
+    for (size_t g = 0; g < sizeof(gone) / sizeof(gone[0]); g++) {
+        ph_del(&hs[gone[g]]);
+        removed[gone[g]] = true;
+        for (int i = 0; i < N; i++) {
+            polls[i] = hs[i].polls;
+            hs[i].work = !removed[i];
+        }
+        lw_watchdog_arm(&w, loop, LW_MS(5000));
+        for (int i = 0; i < N; i++) {
+            while (!removed[i] && hs[i].work && w.fired == 0) {
+                aiol_loop_poll(loop, true);
+            }
+        }
+        assert_int_equal(lw_watchdog_free(&w), 0); /* every one was found */
+        for (int i = 0; i < N; i++) {
+            if (removed[i]) {
+                assert_int_equal(hs[i].polls, polls[i]);
+            } else {
+                assert_true(hs[i].polls > polls[i]);
+            }
+        }
+    }
+    for (int i = 0; i < N; i++) {
+        if (!removed[i]) {
+            ph_del(&hs[i]);
+        }
+    }
+    aiol_loop_free(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -743,6 +798,7 @@ int main(void)
         cmocka_unit_test(test_busypoll_disable_calls_poll_end),
         cmocka_unit_test(
             test_busypoll_removed_handler_untouched_when_window_closes),
+        cmocka_unit_test(test_busypoll_removals_keep_the_others_polled),
     };
     char name[64];
 
