@@ -746,9 +746,9 @@ static void test_busypoll_removals_keep_the_others_polled(void **state)
     assert_int_equal(aiol_loop_poll_params_set(loop, MAX_NS, 0, 0), 0);
     open_window(loop);
     ph_del(&hs[0]);
-    /* fresh handlers: their idle allowances start at their first poll */
     for (int i = 0; i < N; i++) {
-        ph_add(&hs[i], loop, false);
+        ph_add(&hs[i], loop, true);
+        hs[i].drain = true;
     }
     for (size_t g = 0; g < sizeof(gone) / sizeof(gone[0]); g++) {
         ph_del(&hs[gone[g]]);
@@ -756,6 +756,10 @@ static void test_busypoll_removals_keep_the_others_polled(void **state)
         for (int i = 0; i < N; i++) {
             polls[i] = hs[i].polls;
             hs[i].work = !removed[i];
+            if (hs[i].work) {
+                /* (a handler idle too long is polled again after an event) */
+                tu_eventfd_signal(hs[i].fd);
+            }
         }
         lw_watchdog_arm(&w, loop, LW_MS(5000));
         for (int i = 0; i < N; i++) {
