@@ -24,7 +24,6 @@ The GIL is released while a poll blocks.
 """
 import errno as _errno
 import os as _os
-import signal as _signal
 import threading as _threading
 
 from . import _ffi
@@ -104,9 +103,10 @@ class Loop(_speed.Core):
         self._fds = {}          # fd -> _speed.Fd
         self._handles = set()   # armed TimerHandles (they own C timers)
         self._errs = []         # exceptions callbacks raised, for poll()
-        self._old_wakeup = None
         # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
-        # handler ends the poll, so Python can run its signal handler.
+        # handler ends the poll, so Python can run its signal handler: the
+        # pipe is the signal wakeup fd while the main thread sleeps in a
+        # poll and no other is set (_speed.c).
         self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
         try:
             self._start(fdmon, threadsafe)
@@ -134,7 +134,8 @@ class Loop(_speed.Core):
         # The C side: the call_soon FIFO's bottom half, the signal pipe's
         # handler, the block hooks that release the GIL.
         self._attach(int(ffi.cast("uintptr_t", self._loop)), self._errs,
-                     self._handles, self._sig_r, self._set_wakeup)
+                     self._handles, self._sig_r, self._sig_w,
+                     _threading.main_thread().ident)
 
     # ------------------------------------------------------------ basics
 
@@ -169,11 +170,6 @@ class Loop(_speed.Core):
         self._detach()  # (timers, call_soon()s, the signal pipe's handler)
         lib.aiol_loop_free(self._loop)
         self._loop = None
-        if self._old_wakeup is not None and \
-                _threading.current_thread() is _threading.main_thread():
-            cur = _signal.set_wakeup_fd(self._old_wakeup)
-            if cur != self._sig_w:
-                _signal.set_wakeup_fd(cur)  # someone else's since: keep it
         _os.close(self._sig_r)
         _os.close(self._sig_w)
 
@@ -286,24 +282,11 @@ class Loop(_speed.Core):
         _callable(callback, "callback")
         if not isinstance(when, (int, float)) or when != when:
             raise TypeError("when must be a number of seconds")
-        ns = max(min(int(when * _NS), lib.AIOL_DEADLINE_NONE - 1), -2**62)
+        # (clamped before int(): float("inf") is a timer that never fires)
+        ns = int(max(min(when * _NS, lib.AIOL_DEADLINE_NONE - 1), -2**62))
         return self._call_at_ns(ns, float(when), callback, args)
 
     # --------------------------------------------------------- polling
-
-    def _set_wakeup(self):
-        """Makes the loop's pipe the signal wakeup fd while it lives (main
-        thread only), so Ctrl-C ends a blocking poll: Python then runs the
-        signal handler, whose KeyboardInterrupt poll() raises.  Called by
-        the first blocking poll; a wakeup fd someone else set stays."""
-        if _threading.current_thread() is _threading.main_thread():
-            old = _signal.set_wakeup_fd(self._sig_w, warn_on_full_buffer=False)
-            if old != -1:
-                # Someone's own (an asyncio loop's, whose reader may be
-                # ours): theirs wakes its loop; keep it.
-                _signal.set_wakeup_fd(old)
-            else:
-                self._old_wakeup = old
 
     def run_until(self, predicate, timeout=None):
         """Polls until predicate() is true; False if timeout ran out."""

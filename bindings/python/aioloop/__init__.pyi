@@ -10,6 +10,9 @@ class _HasFileno(Protocol):
 
 _FD = int | _HasFileno
 
+__all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "FDMONS",
+           "EventLoop", "EventLoopPolicy", "new_event_loop", "install", "run"]
+
 #: The fd monitors libaioloop knows.
 FDMONS: Final[tuple[str, ...]]
 #: The version of the libaioloop the binding runs on, "MAJOR.MINOR.PATCH".
@@ -40,6 +43,7 @@ class Loop:
     def __exit__(self, exc_type: type[BaseException] | None,
                  exc: BaseException | None,
                  tb: TracebackType | None) -> None: ...
+    def __del__(self) -> None: ...
     def time(self) -> float: ...
     def add_reader(self, fd: _FD, callback: Callable[..., object],
                    *args: Any,

@@ -18,15 +18,14 @@ with its scheduling and its I/O readiness moved onto a libaioloop loop
 
 What stays asyncio's own pure-Python code: transports and protocols
 (selector_events, unix_events), TLS (sslproto), streams, subprocesses
-and their child watcher, signal handlers (the self-pipe is the signal
-wakeup fd, its reader a libaioloop handler), executors, getaddrinfo,
-futures and tasks (their C accelerator, _asyncio, as with asyncio's own
-loop).
+(and their child watcher where asyncio has one), signal handlers (the
+self-pipe is the signal wakeup fd, its reader a libaioloop handler),
+executors, getaddrinfo, futures and tasks (their C accelerator,
+_asyncio, as with asyncio's own loop).
 """
 import asyncio
 import os
 import selectors
-import signal
 import threading
 from asyncio import (base_events, events, futures, selector_events, tasks,
                      unix_events)
@@ -36,6 +35,23 @@ from . import Loop, _speed
 
 __all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "install",
            "run"]
+
+# What differs between the CPython versions we support (3.11 to 3.14):
+# - 3.12 added tasks._swap_current_task(), and 3.14's C tasks keep the
+#   current task per thread, no longer in tasks._current_tasks;
+# - 3.14 deprecates asyncio.set_event_loop_policy(), the public name of
+#   events._set_event_loop_policy(), which it adds.
+if hasattr(tasks, "_swap_current_task"):
+    _swap_current_task = tasks._swap_current_task
+else:
+    def _swap_current_task(loop, task):
+        """Makes task (None: no task) loop's current one; the previous."""
+        prev = tasks._current_tasks.pop(loop, None)
+        if task is not None:
+            tasks._current_tasks[loop] = task
+        return prev
+_set_policy = getattr(events, "_set_event_loop_policy",
+                      asyncio.set_event_loop_policy)
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
@@ -145,23 +161,12 @@ class _SocketTransport(selector_events._SelectorSocketTransport):
 
 
 class _TimerHandle(events.TimerHandle):
-    """asyncio's TimerHandle, with the libaioloop timer that runs it."""
+    """asyncio's TimerHandle, with the libaioloop timer that runs it (its
+    repr, and so a slow callback's warning, names it as asyncio's)."""
     __slots__ = ("_aiol",)
 
 
-class _OwnLoop(Loop):
-    """The Loop an EventLoop creates for itself: Ctrl-C wakes its poll
-    through the EventLoop's self-pipe, which is also what asyncio's
-    add_signal_handler() makes the signal wakeup fd, so both work."""
-    _csock_fd = -1
-
-    def _set_wakeup(self):
-        if self._csock_fd < 0 or \
-                threading.current_thread() is not threading.main_thread():
-            return
-        old = signal.set_wakeup_fd(self._csock_fd, warn_on_full_buffer=False)
-        if old not in (-1, self._csock_fd):
-            signal.set_wakeup_fd(old)  # someone else's: keep it
+_TimerHandle.__name__ = _TimerHandle.__qualname__ = "TimerHandle"
 
 
 class EventLoop(unix_events.SelectorEventLoop):
@@ -181,7 +186,7 @@ class EventLoop(unix_events.SelectorEventLoop):
         if loop is None:
             if fdmon is None:
                 fdmon = os.environ.get("AIOLOOP_BACKEND") or None
-            loop = _OwnLoop(fdmon)
+            loop = Loop(fdmon)
             own = True
         else:
             if not isinstance(loop, Loop):
@@ -203,8 +208,6 @@ class EventLoop(unix_events.SelectorEventLoop):
             if own:
                 loop.close()
             raise
-        if own:
-            loop._csock_fd = self._csock.fileno()
 
     @property
     def aioloop(self):
@@ -223,7 +226,8 @@ class EventLoop(unix_events.SelectorEventLoop):
         """Out of debug mode call_soon() and call_soon_threadsafe() are the
         Sched's, in C (instance attributes over asyncio's methods); in
         debug mode, and once closed, asyncio's Python ones, with their
-        checks, source tracebacks and slow-callback warnings."""
+        checks, source tracebacks and slow-callback warnings.  (The Sched's
+        methods, where a caller kept them, call asyncio's in debug mode.)"""
         sched = self.__dict__.get("_sched")
         if sched is None:
             return
@@ -232,7 +236,8 @@ class EventLoop(unix_events.SelectorEventLoop):
             self.__dict__.pop("call_soon", None)
             self.__dict__.pop("call_soon_threadsafe", None)
         else:
-            self.call_soon = self.call_soon_threadsafe = sched.call_soon
+            self.call_soon = sched.call_soon
+            self.call_soon_threadsafe = sched.call_soon_threadsafe
 
     def set_debug(self, enabled):
         super().set_debug(enabled)
@@ -311,7 +316,13 @@ class EventLoop(unix_events.SelectorEventLoop):
         aiol = self._aiol
         if self._thread_id is None and aiol._owner != threading.get_ident():
             aiol._take()  # (not running: any one thread may arm timers)
-        timer._aiol = aiol.call_at(when, self._run_timer, timer)
+        try:
+            timer._aiol = aiol.call_at(when, self._run_timer, timer)
+        except RuntimeError:
+            # From another thread while the loop runs: refused, as asyncio's
+            # debug mode refuses it, in its words.
+            self._check_thread()
+            raise
         timer._scheduled = True
         return timer
 
@@ -469,7 +480,7 @@ class EventLoop(unix_events.SelectorEventLoop):
             future._log_destroy_pending = False
         # The task running now (if any) is not the current one while
         # others run in the nested poll; it is again once they stop.
-        current = tasks._current_tasks.pop(self, None)
+        current = _swap_current_task(self, None)
         try:
             while not future.done() and not self._stopping:
                 self._poll_once()
@@ -479,7 +490,7 @@ class EventLoop(unix_events.SelectorEventLoop):
             raise
         finally:
             if current is not None:
-                tasks._current_tasks[self] = current
+                _swap_current_task(self, current)
         if not future.done():
             raise RuntimeError("Event loop stopped before Future completed.")
         return future.result()
@@ -487,38 +498,23 @@ class EventLoop(unix_events.SelectorEventLoop):
     def _process_events(self, event_list):
         raise AssertionError("libaioloop runs readiness callbacks itself")
 
-    def remove_signal_handler(self, sig):
-        removed = super().remove_signal_handler(sig)
-        if removed and not self._signal_handlers and not self._closed and \
-                self._aiol_own and \
-                threading.current_thread() is threading.main_thread():
-            # asyncio clears the wakeup fd with the last handler; Ctrl-C
-            # must still end a blocking poll.
-            signal.set_wakeup_fd(self._csock.fileno(),
-                                 warn_on_full_buffer=False)
-        return removed
-
     def close(self):
         if self.is_running():
             raise RuntimeError("Cannot close a running event loop")
         if self._closed:
             return
-        fd = self._csock.fileno() if self._csock is not None else -1
         super().close()
         self._sched._close()
         self._fast_path()
         if self._aiol_own:
-            if fd >= 0 and \
-                    threading.current_thread() is threading.main_thread():
-                cur = signal.set_wakeup_fd(-1)
-                if cur != fd:
-                    signal.set_wakeup_fd(cur)
             self._aiol.close()
 
 
-class EventLoopPolicy(unix_events.DefaultEventLoopPolicy):
-    """asyncio's default policy (child watcher included), whose loops are
-    aioloop EventLoops."""
+class EventLoopPolicy(unix_events._UnixDefaultEventLoopPolicy):
+    """asyncio's default policy, whose loops are aioloop EventLoops.
+    (asyncio deprecates policies from 3.14 and drops them in 3.16:
+    asyncio.run(main, loop_factory=aioloop.new_event_loop) and
+    asyncio.Runner(loop_factory=...) need none.)"""
 
     def _loop_factory(self):
         return EventLoop()
@@ -531,8 +527,13 @@ def new_event_loop(fdmon=None, *, loop=None, reentrant=False):
 
 def install():
     """Makes EventLoopPolicy asyncio's policy: asyncio.new_event_loop()
-    and asyncio.run() then run on libaioloop."""
-    asyncio.set_event_loop_policy(EventLoopPolicy())
+    and asyncio.run() then run on libaioloop.  For Python 3.11 to 3.15,
+    where asyncio has policies; the way that lasts is a loop factory:
+    asyncio.run(main, loop_factory=aioloop.new_event_loop) or
+    asyncio.Runner(loop_factory=aioloop.new_event_loop).  (No deprecation
+    warning on 3.14 and 3.15: this is the supported way to install a
+    policy there.)"""
+    _set_policy(EventLoopPolicy())
 
 
 def run(main, *, debug=None):

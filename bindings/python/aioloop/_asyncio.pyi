@@ -7,6 +7,9 @@ from typing import Any, TypeVar
 
 from . import Loop
 
+__all__ = ["EventLoop", "EventLoopPolicy", "new_event_loop", "install",
+           "run"]
+
 _T = TypeVar("_T")
 
 class EventLoop(unix_events.SelectorEventLoop):
@@ -18,7 +21,7 @@ class EventLoop(unix_events.SelectorEventLoop):
     # (CPython's runtime name, which typeshed spells nbytes)
     async def sock_recv(self, sock: socket.socket, n: int) -> bytes: ...
 
-class EventLoopPolicy(unix_events.DefaultEventLoopPolicy):
+class EventLoopPolicy(unix_events._UnixDefaultEventLoopPolicy):
     """asyncio's default policy, whose loops are aioloop EventLoops."""
 
 def new_event_loop(fdmon: str | None = ..., *, loop: Loop | None = ...,

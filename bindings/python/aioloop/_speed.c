@@ -327,10 +327,60 @@ static PyObject *core_call_soon_threadsafe(Core *c, PyObject *const *args,
     return core_schedule(c, args, nargs);
 }
 
+/*
+ * A signal (Ctrl-C) must end a blocking poll, as it ends asyncio's
+ * select(), so that Python runs its handler: libaioloop retries the
+ * interrupted wait, but Python's C-level handler also writes the signal
+ * wakeup fd, and the loop's signal pipe, whose handler ends the poll, is
+ * that fd while the main thread sleeps in the poll.  Only then, and only
+ * when none is set: between polls the process's wakeup fd is whatever
+ * its code set (asyncio leaves it alone until add_signal_handler()), and
+ * one set by someone else (an asyncio loop's self-pipe, whose handler
+ * ends the poll when it is this loop's) stays.  (Restoring that one
+ * through the C API turns its warn_on_full_buffer back on.)
+ */
+#if PY_VERSION_HEX >= 0x030D0000
+/* The wakeup fd becomes @p fd; the one before.  (No syscall.) */
+static int wakeup_swap(Core *c, int fd)
+{
+    (void)c;
+    return PySignal_SetWakeupFd(fd);
+}
+#else
+/*
+ * Before 3.13 PySignal_SetWakeupFd() is not exported: Python's own
+ * signal.set_wakeup_fd(), which also checks the fd (two syscalls).  -2
+ * when it failed (the wakeup fd is then as it was).
+ */
+static int wakeup_swap(Core *c, int fd)
+{
+    PyObject *type, *value, *tb, *res;
+    long old = -2;
+
+    PyErr_Fetch(&type, &value, &tb);
+    res = PyObject_CallFunction(c->set_wakeup_fd, "i", fd);
+    if (res != NULL) {
+        old = PyLong_AsLong(res);
+        Py_DECREF(res);
+    }
+    PyErr_Clear(); /* (not reached: our pipe is open and non-blocking) */
+    PyErr_Restore(type, value, tb);
+    return (int)old;
+}
+#endif
+
 static void core_before_block(void *opaque)
 {
     Core *c = opaque;
 
+    if (c->sig_w >= 0 && PyThread_get_thread_ident() == c->main_thread) {
+        int old = wakeup_swap(c, c->sig_w);
+
+        c->wakeup_set = old == -1;
+        if (old >= 0) {
+            wakeup_swap(c, old); /* someone else's: theirs stays */
+        }
+    }
     c->blocked = PyEval_SaveThread();
 }
 
@@ -341,6 +391,14 @@ static void core_after_block(void *opaque)
 
     c->blocked = NULL;
     PyEval_RestoreThread(ts);
+    if (c->wakeup_set) {
+        int cur = wakeup_swap(c, -1);
+
+        c->wakeup_set = false;
+        if (cur >= 0 && cur != c->sig_w) {
+            wakeup_swap(c, cur); /* (not ours: keep it) */
+        }
+    }
 }
 
 /* The signal wakeup pipe: drained here, handled after the poll. */
@@ -452,17 +510,6 @@ static int core_poll_owned(Core *c, int64_t deadline)
     bool progress;
     int rc;
 
-    if (deadline != 0 && c->on_block != NULL) {
-        PyObject *fn = c->on_block, *res;
-
-        c->on_block = NULL;
-        res = PyObject_CallNoArgs(fn);
-        Py_DECREF(fn);
-        if (res == NULL) {
-            return -1;
-        }
-        Py_DECREF(res);
-    }
     Py_INCREF(c);
     c->depth++;
     progress = aiol_loop_poll_deadline(c->loop, deadline);
@@ -528,12 +575,14 @@ static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
 static PyObject *core_attach(Core *c, PyObject *args)
 {
     unsigned long long addr;
-    PyObject *errs, *timers, *on_block;
-    int sig_fd, rc;
+    unsigned long main_thread;
+    PyObject *errs, *timers;
+    int sig_fd, sig_w, rc;
     aiol_loop *loop;
 
-    if (!PyArg_ParseTuple(args, "KO!O!iO:_attach", &addr, &PyList_Type, &errs,
-                          &PySet_Type, &timers, &sig_fd, &on_block)) {
+    if (!PyArg_ParseTuple(args, "KO!O!iik:_attach", &addr, &PyList_Type,
+                          &errs, &PySet_Type, &timers, &sig_fd, &sig_w,
+                          &main_thread)) {
         return NULL;
     }
     if (c->loop != NULL) {
@@ -546,7 +595,21 @@ static PyObject *core_attach(Core *c, PyObject *args)
     if (rc < 0) {
         return aiol__py_raise_errno(-rc, "aiol_bh_new_shared");
     }
+#if PY_VERSION_HEX < 0x030D0000
+    if (c->set_wakeup_fd == NULL) {
+        PyObject *signal = PyImport_ImportModule("signal");
+
+        c->set_wakeup_fd = signal != NULL
+            ? PyObject_GetAttrString(signal, "set_wakeup_fd") : NULL;
+        Py_XDECREF(signal);
+        if (c->set_wakeup_fd == NULL) {
+            return NULL;
+        }
+    }
+#endif
     c->sig_fd = sig_fd;
+    c->sig_w = sig_w;
+    c->main_thread = main_thread;
     rc = aiol_fd_set_ops(loop, sig_fd, &sig_ops, c);
     if (rc < 0) {
         aiol_bh_free(c->bh);
@@ -562,8 +625,6 @@ static PyObject *core_attach(Core *c, PyObject *args)
     Py_XSETREF(c->errs, errs);
     Py_INCREF(timers);
     Py_XSETREF(c->timers, timers);
-    Py_INCREF(on_block);
-    Py_XSETREF(c->on_block, on_block);
     Py_RETURN_NONE;
 }
 
@@ -601,7 +662,6 @@ static PyObject *core_detach(Core *c, PyObject *unused)
     aiol_loop_block_hooks_set(c->loop, NULL, NULL, NULL);
     c->loop = NULL;
     c->clock = NULL;
-    Py_CLEAR(c->on_block);
     Py_RETURN_NONE;
 }
 
@@ -639,7 +699,7 @@ static int core_traverse(Core *c, visitproc visit, void *arg)
     }
     Py_VISIT(c->errs);
     Py_VISIT(c->timers);
-    Py_VISIT(c->on_block);
+    Py_VISIT(c->set_wakeup_fd);
     Py_VISIT(c->dict);
     return 0;
 }
@@ -659,7 +719,7 @@ static int core_clear(Core *c)
     ring_clear(c);
     Py_CLEAR(c->errs);
     Py_CLEAR(c->timers);
-    Py_CLEAR(c->on_block);
+    Py_CLEAR(c->set_wakeup_fd);
     Py_CLEAR(c->dict);
     return 0;
 }
@@ -682,7 +742,7 @@ static PyObject *core_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
     (void)args;
     (void)kw;
     if (c != NULL) {
-        c->sig_fd = -1;
+        c->sig_fd = c->sig_w = -1;
     }
     return (PyObject *)c;
 }

@@ -10,9 +10,9 @@
  * a Python constructor, a Python trampoline that runs it, and
  * Context.run(); uvloop does all of it in compiled code.  Here:
  *
- * - Sched.call_soon() (the EventLoop's call_soon and call_soon_threadsafe
- *   while it is not in debug mode) makes an AsyncHandle and queues it on
- *   the Core's call_soon FIFO, the same FIFO (one bottom half) as the
+ * - Sched.call_soon() and call_soon_threadsafe() (the EventLoop's, bound
+ *   on it while it is not in debug mode) make an AsyncHandle and queue it
+ *   on the Core's call_soon FIFO, the same FIFO (one bottom half) as the
  *   classic Loop API's call_soon(), so both keep one order;
  * - the FIFO runs an AsyncHandle as asyncio's Handle._run() does: the
  *   callback in the handle's context, SystemExit and KeyboardInterrupt out
@@ -34,6 +34,7 @@
 
 #include <errno.h>
 #include <limits.h>
+#include <string.h>
 #include <sys/socket.h>
 
 /* A callback call_soon() scheduled: asyncio's Handle, in C. */
@@ -44,12 +45,27 @@ typedef struct {
     char cancelled;
 } AsyncHandle;
 
-/* The EventLoop (borrowed), or NULL once it is gone. */
+/*
+ * The EventLoop (a new reference), or NULL once it is gone.  Never
+ * raises: the weak reference is ours and always one.  (3.13 deprecated
+ * PyWeakref_GetObject(), whose borrowed reference a callback could drop.)
+ */
 static PyObject *sched_evloop(Sched *s)
 {
-    PyObject *e = s->evloop != NULL ? PyWeakref_GetObject(s->evloop) : NULL;
+    PyObject *e = NULL;
 
-    return e != NULL && e != Py_None ? e : NULL;
+    if (s->evloop == NULL) {
+        return NULL;
+    }
+#if PY_VERSION_HEX >= 0x030D0000
+    if (PyWeakref_GetRef(s->evloop, &e) < 0) {
+        PyErr_Clear(); /* (not reached: evloop is a weak reference) */
+    }
+#else
+    e = PyWeakref_GetObject(s->evloop);
+    e = e != Py_None ? Py_XNewRef(e) : NULL;
+#endif
+    return e;
 }
 
 static PyObject *str_handle_error, *str_run_handle, *str_remove_reader,
@@ -67,6 +83,7 @@ static int handle_error(Sched *s, PyObject *handle)
 
     if (PyErr_ExceptionMatches(PyExc_SystemExit) ||
         PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) || evloop == NULL) {
+        Py_XDECREF(evloop);
         return -1;
     }
     PyErr_Fetch(&type, &value, &tb);
@@ -76,6 +93,7 @@ static int handle_error(Sched *s, PyObject *handle)
     }
     res = PyObject_CallMethodObjArgs(evloop, str_handle_error, handle,
                                      value != NULL ? value : Py_None, NULL);
+    Py_DECREF(evloop);
     Py_XDECREF(type);
     Py_XDECREF(value);
     Py_XDECREF(tb);
@@ -214,7 +232,7 @@ static PyObject *ahandle_get_loop(AsyncHandle *a, void *closure)
     (void)closure;
     PyObject *evloop = sched_evloop(a->sched);
 
-    return Py_NewRef(evloop != NULL ? evloop : Py_None);
+    return evloop != NULL ? evloop : Py_NewRef(Py_None);
 }
 
 static PyObject *ahandle_get_none(AsyncHandle *a, void *closure)
@@ -297,13 +315,51 @@ static AsyncHandle *ahandle_new(Sched *s, PyObject *cb, PyObject *tail,
     return a;
 }
 
+static PyObject *str_call_soon, *str_call_soon_threadsafe;
+
+/*
+ * In debug mode: asyncio's own method @p name of the EventLoop's class,
+ * called on it with the same arguments.  (A bound call_soon taken before
+ * set_debug(True) is ours, and must make asyncio's Handles, with their
+ * source tracebacks, from then on.)
+ */
+static PyObject *sched_debug_call(Sched *s, PyObject *name,
+                                  PyObject *const *args, Py_ssize_t nargs,
+                                  PyObject *kwnames)
+{
+    Py_ssize_t n = nargs + (kwnames != NULL ? PyTuple_GET_SIZE(kwnames) : 0);
+    PyObject *evloop = sched_evloop(s), *fn, *res = NULL, **stack;
+
+    if (evloop == NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Event loop is closed");
+        return NULL;
+    }
+    fn = PyObject_GetAttr((PyObject *)Py_TYPE(evloop), name);
+    stack = fn != NULL ? PyMem_New(PyObject *, n + 1) : NULL;
+    if (stack != NULL) {
+        stack[0] = evloop;
+        memcpy(stack + 1, args, (size_t)n * sizeof(*args));
+        res = PyObject_Vectorcall(fn, stack, (size_t)nargs + 1, kwnames);
+        PyMem_Free(stack);
+    } else if (fn != NULL) {
+        PyErr_NoMemory();
+    }
+    Py_XDECREF(fn);
+    Py_DECREF(evloop);
+    return res;
+}
+
 /* call_soon(callback, *args, context=None) -> AsyncHandle; any thread. */
-static PyObject *sched_call_soon(Sched *s, PyObject *const *args,
-                                 Py_ssize_t nargs, PyObject *kwnames)
+static PyObject *sched_schedule(Sched *s, PyObject *name,
+                                PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
 {
     PyObject *ctx = NULL, *tail;
     AsyncHandle *a;
 
+    if (s->debug) {
+        return sched_debug_call(s, name, args, nargs, kwnames);
+    }
     if (kwnames != NULL && PyTuple_GET_SIZE(kwnames) > 0) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, 0);
 
@@ -342,6 +398,19 @@ static PyObject *sched_call_soon(Sched *s, PyObject *const *args,
     return (PyObject *)a;
 }
 
+static PyObject *sched_call_soon(Sched *s, PyObject *const *args,
+                                 Py_ssize_t nargs, PyObject *kwnames)
+{
+    return sched_schedule(s, str_call_soon, args, nargs, kwnames);
+}
+
+static PyObject *sched_call_soon_threadsafe(Sched *s, PyObject *const *args,
+                                            Py_ssize_t nargs,
+                                            PyObject *kwnames)
+{
+    return sched_schedule(s, str_call_soon_threadsafe, args, nargs, kwnames);
+}
+
 /*
  * _handle(callback, args) -> AsyncHandle: a reader's or writer's handle
  * (_asyncio.py's _add_reader()), not queued: _io() runs it at each
@@ -368,6 +437,7 @@ static int io_cancelled(Sched *s, PyObject *key, int which)
     res = PyObject_CallMethodOneArg(
         evloop, which == 0 ? str_remove_reader : str_remove_writer,
         PyTuple_GET_ITEM(key, 0));
+    Py_DECREF(evloop);
     Py_XDECREF(res);
     return res != NULL ? 0 : -1;
 }
@@ -384,8 +454,9 @@ static int io_run(Sched *s, PyObject *handle, PyObject *key, int which)
         /* (ours, from _handle(): its fields, no attribute lookups) */
         return a->h.cb == NULL ? io_cancelled(s, key, which) : ahandle_call(a);
     }
-    if (s->debug && (flag = sched_evloop(s)) != NULL) {
-        flag = PyObject_CallMethodOneArg(flag, str_run_handle, handle);
+    if (s->debug && (ctx = sched_evloop(s)) != NULL) {
+        flag = PyObject_CallMethodOneArg(ctx, str_run_handle, handle);
+        Py_DECREF(ctx);
         Py_XDECREF(flag);
         return flag != NULL ? 0 : -1;
     }
@@ -604,8 +675,13 @@ static PyMethodDef sched_methods[] = {
     {"call_soon", (PyCFunction)(void (*)(void))sched_call_soon,
      METH_FASTCALL | METH_KEYWORDS,
      "call_soon(callback, *args, context=None) -> AsyncHandle\n\nasyncio's "
-     "call_soon() and call_soon_threadsafe() (any thread; a schedule from "
-     "another thread wakes the poll)."},
+     "call_soon() (any thread; a schedule from another thread wakes the "
+     "poll); in debug mode the EventLoop class's own."},
+    {"call_soon_threadsafe",
+     (PyCFunction)(void (*)(void))sched_call_soon_threadsafe,
+     METH_FASTCALL | METH_KEYWORDS,
+     "call_soon_threadsafe(callback, *args, context=None) -> AsyncHandle\n\n"
+     "call_soon(); in debug mode the EventLoop class's own."},
     {"_handle", (PyCFunction)(void (*)(void))sched_handle, METH_FASTCALL,
      "_handle(callback, args) -> AsyncHandle\n\nA reader's or writer's "
      "handle, not queued."},
@@ -672,6 +748,8 @@ int aiol__py_asyncio_ready(void)
         {&str_args, "_args"},
         {&str_context, "_context"},
         {&str_context_kw, "context"},
+        {&str_call_soon, "call_soon"},
+        {&str_call_soon_threadsafe, "call_soon_threadsafe"},
     };
 
     for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {

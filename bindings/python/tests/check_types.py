@@ -19,6 +19,17 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def stubtest_flags(env):
+    """PEP 800's @disjoint_base (for Handle, a C type others derive from)
+    cannot be written in stubs that bookworm's and trixie's mypy read
+    (their typing_extensions has no such name): the stubtest releases that
+    check it are told not to."""
+    out = subprocess.run([sys.executable, "-m", "mypy.stubtest", "--help"],
+                         env=env, capture_output=True, text=True).stdout
+    return ["--ignore-disjoint-bases"] if "--ignore-disjoint-bases" in out \
+        else []
+
+
 def main(docs):
     with open(docs) as f:
         blocks = re.findall(r"```python\n(.*?)```", f.read(), re.S)
@@ -36,7 +47,7 @@ def main(docs):
                "--no-error-summary", "--python-version", "3.11"]
         rc = subprocess.call(cmd + files, env=env)
         rc |= subprocess.call([sys.executable, "-m", "mypy.stubtest",
-                               "aioloop"], env=env)
+                               "aioloop"] + stubtest_flags(env), env=env)
         rc |= subprocess.call([sys.executable, files[0]], env=env)
     print("check_types: %s (%d doc examples)" % ("FAIL" if rc else "ok",
                                                   len(blocks)))

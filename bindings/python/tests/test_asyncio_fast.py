@@ -90,19 +90,6 @@ def test_exception_goes_to_the_handler(loop):
     assert got[0]["message"].startswith("Exception in callback")
 
 
-def test_a_context_entered_twice_is_reported(loop):
-    got = []
-    loop.set_exception_handler(lambda lp, ctx: got.append(ctx))
-    ctx = contextvars.copy_context()
-
-    def enter_again():
-        loop.call_soon(lambda: None, context=ctx)._run()
-
-    loop.call_soon(enter_again, context=ctx)
-    run_soon(loop)
-    assert isinstance(got[0]["exception"], RuntimeError)
-
-
 def test_system_exit_leaves_the_run(loop):
     def leave():
         raise SystemExit(3)

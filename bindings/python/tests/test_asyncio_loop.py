@@ -10,6 +10,7 @@ import socket
 import sys
 import threading
 import time
+import warnings
 
 import pytest
 
@@ -47,17 +48,22 @@ def test_entry_points(fdmon):
     assert aioloop.run(main(), debug=True) == 42
     with asyncio.Runner(loop_factory=aioloop.new_event_loop) as runner:
         assert runner.run(main()) == 42
-    old = asyncio.get_event_loop_policy()
+    # (3.14 deprecates the public policy calls, not the policies: their
+    # private names warn of nothing, there and before)
+    get_policy = getattr(asyncio.events, "_get_event_loop_policy",
+                         asyncio.get_event_loop_policy)
+    old = get_policy()
     try:
-        aioloop.install()
-        assert isinstance(asyncio.get_event_loop_policy(),
-                          aioloop.EventLoopPolicy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # install() warns of nothing
+            aioloop.install()
+        assert isinstance(get_policy(), aioloop.EventLoopPolicy)
         assert asyncio.run(main()) == 42
         loop = asyncio.new_event_loop()
         assert isinstance(loop, aioloop.EventLoop)
         loop.close()
     finally:
-        asyncio.set_event_loop_policy(old)
+        aioloop._asyncio._set_policy(old)
 
 
 def test_bad_arguments():
