@@ -174,7 +174,8 @@ static void remove_by_trigger(bool drain_peer)
     if (drain_peer) {
         assert_int_equal(np.y->reads, 0);
     } else {
-        assert_in_range(np.y->reads, 0, 1);
+        /* (cmocka 2.0 deprecates assert_in_range; 1.1 has no successor) */
+        assert_true(np.y->reads == 0 || np.y->reads == 1);
         assert_int_equal(np.y->reads, np.y->nested_calls);
     }
     th_poll_n(np.loop, 3, false);
