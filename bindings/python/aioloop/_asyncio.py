@@ -259,11 +259,18 @@ class EventLoop(unix_events.SelectorEventLoop):
         return self._aiol.time()
 
     def _run_handle(self, handle):
-        """Runs an asyncio Handle from a libaioloop callback."""
+        """Runs an asyncio Handle from a libaioloop callback.
+
+        Like asyncio's _run_once() it lets go of the handle before it
+        returns: a task's exception keeps its traceback, whose frames keep
+        their callers' frames, this one among them; holding the handle
+        here would keep the task alive in a cycle, and "exception never
+        retrieved" would wait for the garbage collector."""
         if handle._cancelled or self._closed:
             return
         if not self._debug:
             handle._run()
+            handle = None
             return
         try:
             self._current_handle = handle
@@ -275,6 +282,7 @@ class EventLoop(unix_events.SelectorEventLoop):
                                asyncio.base_events._format_handle(handle), dt)
         finally:
             self._current_handle = None
+            handle = None
 
     def _call_soon(self, callback, args, context):
         handle = events.Handle(callback, args, self, context)
@@ -330,6 +338,7 @@ class EventLoop(unix_events.SelectorEventLoop):
         timer._scheduled = False
         timer._aiol = None
         self._run_handle(timer)
+        timer = None  # (see _run_handle())
 
     def _timer_handle_cancelled(self, handle):
         if handle._scheduled:

@@ -226,3 +226,31 @@ def test_a_context_entered_twice(new_loop, caplog):
     assert ref == ours
     ref, ours = on_both(new_loop, scenario, debug=True)
     assert ref == ours
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_a_dropped_tasks_exception_is_reported_at_once(new_loop, debug):
+    """A task that nobody keeps dies as soon as it fails, and "exception
+    never retrieved" reaches the exception handler, in the task's context,
+    before the next callback runs (no garbage collection needed: the
+    loop's frames hold no handle a traceback could keep alive)."""
+    name = contextvars.ContextVar("name", default="unset")
+
+    async def failing():
+        name.set("the task's")
+        1 / 0
+
+    async def main():
+        got = []
+        loop = asyncio.get_running_loop()
+        loop.set_exception_handler(
+            lambda lp, ctx: got.append((name.get(),
+                                        type(ctx["exception"]).__name__)))
+        asyncio.ensure_future(failing())
+        await asyncio.sleep(0)
+        return got
+
+    ref, ours = on_both(new_loop, lambda lp: lp.run_until_complete(main()),
+                        debug=debug)
+    # (the handler runs in the task's context from 3.12 on)
+    assert ref == ours and [e for _, e in ours] == ["ZeroDivisionError"]
