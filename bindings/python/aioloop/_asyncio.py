@@ -26,9 +26,10 @@ _asyncio, as with asyncio's own loop).
 import asyncio
 import os
 import selectors
+import sys
 import threading
-from asyncio import (base_events, events, futures, selector_events, tasks,
-                     unix_events)
+from asyncio import (base_events, events, format_helpers, futures,
+                     selector_events, tasks, unix_events)
 from asyncio.log import logger
 
 from . import Loop, _speed
@@ -52,6 +53,10 @@ else:
         return prev
 _set_policy = getattr(events, "_set_event_loop_policy",
                       asyncio.set_event_loop_policy)
+# - 3.14's call_soon_threadsafe() returns a _ThreadSafeHandle, whose
+#   cancel() from another thread waits for a callback already running:
+#   there it is asyncio's Python path, its handles asyncio's.
+_ThreadSafeHandle = getattr(events, "_ThreadSafeHandle", events.Handle)
 
 _READ = selectors.EVENT_READ
 _WRITE = selectors.EVENT_WRITE
@@ -223,8 +228,9 @@ class EventLoop(unix_events.SelectorEventLoop):
     # ------------------------------------------------------ scheduling
 
     def _fast_path(self):
-        """Out of debug mode call_soon() and call_soon_threadsafe() are the
-        Sched's, in C (instance attributes over asyncio's methods); in
+        """Out of debug mode call_soon() and call_soon_threadsafe() (but
+        where asyncio has thread-safe handles) are the Sched's, in C
+        (instance attributes over asyncio's methods); in
         debug mode, and once closed, asyncio's Python ones, with their
         checks, source tracebacks and slow-callback warnings.  (The Sched's
         methods, where a caller kept them, call asyncio's in debug mode.)"""
@@ -237,7 +243,8 @@ class EventLoop(unix_events.SelectorEventLoop):
             self.__dict__.pop("call_soon_threadsafe", None)
         else:
             self.call_soon = sched.call_soon
-            self.call_soon_threadsafe = sched.call_soon_threadsafe
+            if _ThreadSafeHandle is events.Handle:
+                self.call_soon_threadsafe = sched.call_soon_threadsafe
 
     def set_debug(self, enabled):
         super().set_debug(enabled)
@@ -284,8 +291,8 @@ class EventLoop(unix_events.SelectorEventLoop):
             self._current_handle = None
             handle = None
 
-    def _call_soon(self, callback, args, context):
-        handle = events.Handle(callback, args, self, context)
+    def _call_soon(self, callback, args, context, kind=events.Handle):
+        handle = kind(callback, args, self, context)
         if handle._source_traceback:
             del handle._source_traceback[-1]
         # (the FIFO's bottom half; any thread may schedule it)
@@ -296,9 +303,12 @@ class EventLoop(unix_events.SelectorEventLoop):
         self._check_closed()
         if self._debug:
             self._check_callback(callback, "call_soon_threadsafe")
-        handle = self._call_soon(callback, args, context)
+        handle = self._call_soon(callback, args, context, _ThreadSafeHandle)
         if handle._source_traceback:
-            del handle._source_traceback[-1]
+            # (the caller's stack: how many frames of ours and asyncio's
+            # the handle's __init__ saw depends on the handle's class)
+            handle._source_traceback = format_helpers.extract_stack(
+                sys._getframe(1))
         return handle
 
     def _add_callback(self, handle):

@@ -254,3 +254,33 @@ def test_a_dropped_tasks_exception_is_reported_at_once(new_loop, debug):
                         debug=debug)
     # (the handler runs in the task's context from 3.12 on)
     assert ref == ours and [e for _, e in ours] == ["ZeroDivisionError"]
+
+
+def test_a_threadsafe_handles_cancel_waits_as_asyncios(new_loop):
+    """A cancel() from another thread of a call_soon_threadsafe() handle
+    whose callback is running returns at once up to 3.13, and waits for
+    the callback from 3.14 on (its _ThreadSafeHandle)."""
+    def scenario(loop):
+        started, finished = threading.Event(), threading.Event()
+        seen = []
+
+        def callback():
+            started.set()
+            time.sleep(0.5)
+            finished.set()
+
+        def other():
+            h = loop.call_soon_threadsafe(callback)
+            started.wait(10)
+            h.cancel()
+            seen.append(finished.is_set())
+            loop.call_soon_threadsafe(loop.stop)
+
+        t = threading.Thread(target=other)
+        t.start()
+        loop.run_forever()
+        t.join()
+        return seen
+
+    ref, ours = on_both(new_loop, scenario)
+    assert ref == ours and len(ref) == 1
