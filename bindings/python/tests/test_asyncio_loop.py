@@ -246,7 +246,7 @@ def test_subprocess_signals_executor(fdmon):
     aioloop.run(main())
 
 
-def test_ctrl_c_ends_a_sleeping_run(fdmon):
+def test_ctrl_c_ends_a_sleeping_run(fdmon, sigint_raises):
     async def main():
         await asyncio.sleep(30)
 

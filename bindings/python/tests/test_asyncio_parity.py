@@ -100,17 +100,6 @@ def test_the_signal_wakeup_fd_is_left_alone(new_loop):
     assert ref == ours == [-1, -1, -1, w, w]
 
 
-@pytest.fixture
-def sigint_raises():
-    """Python's own SIGINT handler (KeyboardInterrupt), whatever the
-    process inherited (a background job ignores SIGINT)."""
-    old = signal.signal(signal.SIGINT, signal.default_int_handler)
-    yield
-    signal.signal(signal.SIGINT, old)
-
-
-@pytest.mark.skipif(threading.current_thread() is not threading.main_thread(),
-                    reason="signals reach the main thread only")
 def test_ctrl_c_with_a_signal_handler_added(new_loop, sigint_raises):
     """With add_signal_handler() the wakeup fd is the loop's self-pipe,
     and Ctrl-C (asyncio handles no SIGINT here) still ends a sleeping run

@@ -246,9 +246,7 @@ def test_exception_reaches_poll_and_loop_stays_consistent(loop, pipe):
     assert calls.count("bad") == 2
 
 
-def test_keyboard_interrupt_ends_blocking_poll(loop):
-    if threading.current_thread() is not threading.main_thread():
-        pytest.skip("signals reach the main thread only")
+def test_keyboard_interrupt_ends_blocking_poll(loop, sigint_raises):
     t = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
     t.start()
     with pytest.raises(KeyboardInterrupt):
