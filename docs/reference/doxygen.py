@@ -55,7 +55,11 @@ def run_doxygen(doxygen, doxyfile, outdir, headers):
 
 def write_page(path, text):
     """Writes a page; a text line doxygen began with ' (its rendering of
-    a double quote) gets a \\& so troff does not take it for a request."""
+    a double quote) gets a \\& so troff does not take it for a request,
+    and doxygen's constant-width font C is groff's CR (groff 1.23 warns
+    that it cannot select a font C)."""
+    text = re.sub(r'^\.ft C$', '.ft CR', text, flags=re.M)
+    text = text.replace('\\fC', '\\f(CR')
     lines = ['\\&' + l if l.startswith("'") else l for l in text.split('\n')]
     with open(path, 'w') as fh:
         fh.write('\n'.join(lines))
