@@ -21,7 +21,7 @@ QEMU_FDMONS := epoll io_uring poll
 MESON_TEST  := meson test --print-errorlogs --num-processes 2
 
 # Debian packages the build, the tests and the benchmarks need.
-DEB_PKGS := gcc clang libclang-rt-14-dev meson ninja-build pkg-config \
+DEB_PKGS := gcc clang libclang-rt-dev meson ninja-build pkg-config \
             libcmocka-dev python3 liburing-dev libuv1-dev \
             python3-cffi python3-pytest python3-dev python3-hypothesis mypy python3-dbg \
             libglib2.0-dev libev-dev abigail-tools liblua5.4-dev lua5.4
@@ -38,7 +38,7 @@ DOCS_PKGS := doxygen man-db
 SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 
-.PHONY: all deps bench-deps check check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
+.PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
@@ -75,9 +75,11 @@ bench-deps: deps
 # The whole suite: gcc (every fd monitor, unit and stress), ASan+UBSan, clang,
 # TSan (unit and stress), a time-boxed libFuzzer run of the nested-poll
 # fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
-# fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork.  (Every
-# build also replays the fuzz corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-tsan check-fuzz check-qemu check-qemu-disabled check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+# fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork; the
+# unit, Python and asyncio suites again on Debian 13 and sid, and the
+# packages on bookworm and Debian 13.  (Every build also replays the fuzz
+# corpora: unit test fuzz-replay.)
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-qemu check-qemu-disabled check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -132,9 +134,16 @@ DEB_TOOLS := build-essential dpkg-dev debhelper dh-python lintian
 
 deb: deb-deps
 	tests/deb/build.sh $(DEB_OUT)
+	@for d in $(DEB_DISTROS); do \
+	  $(MAKE_IN) $$d $(DISTRO_DIR)/$$d deb || exit 1; \
+	  echo "deb: $$d's packages in $(DISTRO_DIR)/$$d/out/build-deb"; \
+	done
 
 check-deb: deb-deps
 	tests/deb/check.sh $(DEB_OUT)
+	@for d in $(DEB_DISTROS); do \
+	  $(MAKE_IN) $$d $(DISTRO_DIR)/$$d check-deb || exit 1; \
+	done
 
 # debian/control's Build-Depends, with apt-get build-dep as root.
 deb-deps:
@@ -150,6 +159,54 @@ deb-deps:
 
 check-gcc: all
 	$(MESON_TEST) -C $(BUILD) --suite unit --suite stress
+
+# The unit suites alone (every fd monitor, the bindings, the ABI checks).
+check-unit: all
+	$(MESON_TEST) -C $(BUILD) --suite unit
+
+# The other Debian releases the project supports, each in an mmdebstrap
+# chroot made once in $(DISTRO_DIR)/RELEASE and reused (tests/distros/,
+# docs/packaging.md): there check-distro runs what a user of that release
+# meets (its compiler, glib, Python, mypy, cffi, meson-python, uvloop and
+# CPython's asyncio tests), and check-deb (DEB_DISTROS) its packages.
+# `make in-distro DISTRO=trixie TARGETS='bench-python'` runs any target
+# there.  Inside a chroot (IN_DISTRO) no further chroot is reached.
+DISTROS     ?= trixie sid
+DEB_DISTROS ?= trixie
+DISTRO_DIR  ?= $(BUILD)/distros
+ifneq ($(IN_DISTRO),)
+DISTROS :=
+DEB_DISTROS :=
+endif
+# (@PY3@: the release's Python version, chroot.sh)
+DISTRO_PKGS = $(DEB_PKGS) $(PIP_PKGS) $(DEB_TOOLS) doxygen systemd-dev \
+              libpython@PY3@-testsuite python3-uvloop
+MAKE_IN = DISTRO_PKGS='$(DISTRO_PKGS)' tests/distros/make-in.sh
+
+check-distro: check-unit check-pip check-asyncio
+
+# (the releases side by side, each into its own log, printed when all
+# are done: most of a run is uvloop's hung tests and pip's build, which
+# leave a CPU free)
+check-distros:
+	$(call install_missing,mmdebstrap)
+	@mkdir -p $(DISTRO_DIR); \
+	for d in $(DISTROS); do \
+	  { $(MAKE_IN) $$d $(DISTRO_DIR)/$$d check-distro > $(DISTRO_DIR)/$$d.log 2>&1; \
+	    echo $$? > $(DISTRO_DIR)/$$d.rc; } & \
+	done; wait; rc=0; \
+	for d in $(DISTROS); do \
+	  cat $(DISTRO_DIR)/$$d.log; \
+	  [ "$$(cat $(DISTRO_DIR)/$$d.rc)" = 0 ] || { echo "check-distros: $$d failed"; rc=1; }; \
+	done; \
+	for d in $(DISTROS); do grep -h "^== $$d: make .* in [0-9]* s" $(DISTRO_DIR)/$$d.log; done; \
+	exit $$rc
+
+in-distro:
+	@test -n "$(DISTRO)" -a -n "$(TARGETS)" || \
+	  { echo "usage: make in-distro DISTRO=trixie|sid TARGETS='target...'"; exit 2; }
+	$(call install_missing,mmdebstrap)
+	$(MAKE_IN) $(DISTRO) $(DISTRO_DIR)/$(DISTRO) $(TARGETS)
 
 check-asan: deps
 	@test -d $(BUILD_ASAN) || meson setup $(BUILD_ASAN) $(CHECK_OPTS) -Db_sanitize=address,undefined -Db_lundef=false -Dbuildtype=debug
@@ -167,11 +224,12 @@ check-release: deps
 	@test -d $(BUILD_RELEASE) || meson setup $(BUILD_RELEASE) $(CHECK_OPTS) -Dbuildtype=release -Db_ndebug=true
 	ninja -C $(BUILD_RELEASE)
 
-# CPython's own asyncio tests (Debian's libpython3.11-testsuite) on the
+# CPython's own asyncio tests (Debian's libpython3.X-testsuite) on the
 # binding's asyncio loop, on uvloop and on asyncio's own loop, in one run
 # (bindings/python/tests/asyncio_suite.py): what uvloop passes, we pass,
 # and docs/python.md lists what we skip or fail.
-ASYNCIO_PKGS := libpython3.11-testsuite python3-uvloop
+PY3 = $(shell /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])')
+ASYNCIO_PKGS = libpython$(PY3)-testsuite python3-uvloop
 check-asyncio: all
 	$(call install_missing,$(ASYNCIO_PKGS))
 	PYTHONPATH=$(BUILD)/bindings/python /usr/bin/python3 \

@@ -23,8 +23,14 @@ upstream=${version%-*}
 src=$out/libaioloop-$upstream
 rm -rf "$src" "$out"/*.deb "$out"/*.ddeb "$out"/*.buildinfo "$out"/*.changes
 mkdir -p "$src"
-# (a tracked file deleted in the checkout is left out)
-git -C "$repo" ls-files -z --cached --others --exclude-standard |
+# (a tracked file deleted in the checkout is left out; outside a git
+# checkout, a copy of one made by tests/distros/make-in.sh, every file but
+# the build directories)
+if git -C "$repo" rev-parse --is-inside-work-tree >/dev/null 2>&1; then
+    git -C "$repo" ls-files -z --cached --others --exclude-standard
+else
+    (cd "$repo" && find . \( -path './build*' -o -path './.mesonpy-*' \) -prune -o \( -type f -o -type l \) -print0)
+fi |
     (cd "$repo" && while IFS= read -r -d '' f; do
          [ -e "$f" ] && printf '%s\0' "$f"; done) |
     tar -C "$repo" --null -T - -cf - | tar -C "$src" -xf -
