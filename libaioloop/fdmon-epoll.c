@@ -475,6 +475,9 @@ static int epoll_wait_ready(aiol_loop *loop, aiol__ready_list *ready,
         if (errno != EINTR) {
             return -errno;
         }
+        if (loop->interruptible) {
+            return 0; /* (as a timeout: the caller runs its handlers) */
+        }
     }
     if (n == 0 && !always) {
         return 0;

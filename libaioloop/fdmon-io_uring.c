@@ -478,10 +478,11 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         /*
          * Return on handlers, on a timeout or after a look.  Completions
          * that carried nothing (cancels, stale generations) and EINTR do
-         * not end a blocking wait early.
+         * not end a blocking wait early (EINTR does on an interruptible
+         * loop).
          */
         if (queued > 0 || s->done_head < s->ndone || deadline_ns == 0 ||
-            ret == -ETIME ||
+            ret == -ETIME || (ret == -EINTR && loop->interruptible) ||
             (deadline_ns != AIOL_DEADLINE_NONE &&
              aiol_mono_time_get() >= deadline_ns)) {
             return queued;

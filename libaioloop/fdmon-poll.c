@@ -238,7 +238,10 @@ static int poll_wait(aiol_loop *loop, aiol__ready_list *ready,
             bool finite = aiol__deadline_to_timespec(deadline_ns, &ts);
             ret = ppoll(s->copy, n, finite ? &ts : NULL, NULL);
         }
-    } while (ret < 0 && errno == EINTR);
+    } while (ret < 0 && errno == EINTR && !loop->interruptible);
+    if (ret < 0 && errno == EINTR) {
+        ret = 0; /* (interruptible: as a timeout) */
+    }
     if (ret <= 0) {
         return ret < 0 ? -errno : 0;
     }

@@ -234,6 +234,12 @@ struct aiol_loop {
      */
     bool confined;
     /*
+     * AIOL_LOOP_INTERRUPTIBLE: an fd monitor's wait that EINTR ends
+     * returns no events instead of waiting again.  Immutable after
+     * creation.
+     */
+    bool interruptible;
+    /*
      * Walking counter: number of poll calls (nested ones included) in
      * progress.  While it is non-zero, removed handlers go on the deleted
      * list instead of being freed, because some ready list or dispatch may

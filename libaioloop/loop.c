@@ -86,6 +86,7 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
     loop->notify_fd = -1;
     loop->fdmon = mon;
     loop->confined = (flags & AIOL_LOOP_CONFINED) != 0;
+    loop->interruptible = (flags & AIOL_LOOP_INTERRUPTIBLE) != 0;
     for (unsigned k = 0; k < AIOL__KINDS; k++) {
         atomic_init(&loop->nkind[k], 0);
     }
@@ -127,7 +128,7 @@ int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags)
     int ret = -ENOSYS;
 
     aiol__check(out != NULL, "out is NULL");
-    if (flags & ~(unsigned)AIOL_LOOP_CONFINED) {
+    if (flags & ~(unsigned)(AIOL_LOOP_CONFINED | AIOL_LOOP_INTERRUPTIBLE)) {
         return -EINVAL;
     }
     if (fdmon != NULL) {

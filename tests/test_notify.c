@@ -25,6 +25,7 @@
 
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -345,6 +346,85 @@ static void test_notify_never_kicks_nonblocking_poller(void **state)
     aiol_loop_free(loop);
 }
 
+/* ------------------------------------- signals (AIOL_LOOP_INTERRUPTIBLE) */
+
+static atomic_int sig_seen;
+
+static void on_sigusr1(int sig)
+{
+    (void)sig;
+    atomic_fetch_add(&sig_seen, 1);
+}
+
+typedef struct signaller {
+    aiol_loop *loop;
+    pthread_t target;
+    atomic_int returned; /* the poll came back */
+    atomic_int notified; /* the thread's notify was sent */
+} signaller;
+
+/*
+ * Signals the polling thread every 2 ms (a signal handled just before the
+ * wait begins does not end it) until its poll returns or 200 ms passed,
+ * then notifies it.
+ */
+static void *thread_signals(void *opaque)
+{
+    signaller *sg = opaque;
+
+    for (int i = 0; i < 100 && !atomic_load(&sg->returned); i++) {
+        pthread_kill(sg->target, SIGUSR1);
+        lw_sleep_ns(LW_MS(2));
+    }
+    atomic_store(&sg->notified, 1);
+    aiol_loop_notify(sg->loop);
+    return NULL;
+}
+
+/* Polls blocking while another thread signals; true if a signal ended it. */
+static bool poll_under_signals(unsigned flags)
+{
+    aiol_loop *loop = tu_loop_new_flags(flags);
+    struct sigaction sa = {.sa_handler = on_sigusr1}, old;
+    signaller sg = {.loop = loop, .target = pthread_self()};
+    lw_watchdog w;
+    pthread_t t;
+    bool ended_by_signal;
+
+    assert_false(aiol_loop_poll(loop, false));
+    sigemptyset(&sa.sa_mask); /* (no SA_RESTART: as an interpreter's) */
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+    atomic_store(&sig_seen, 0);
+    lw_watchdog_arm(&w, loop, LW_MS(5000));
+    assert_int_equal(pthread_create(&t, NULL, thread_signals, &sg), 0);
+    while (!atomic_load(&sg.notified) && atomic_load(&sig_seen) == 0) {
+        sched_yield(); /* (the first signal has not come: no wait yet) */
+    }
+    aiol_loop_poll(loop, true);
+    ended_by_signal = !atomic_load(&sg.notified);
+    atomic_store(&sg.returned, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(lw_watchdog_free(&w), 0);
+    assert_true(atomic_load(&sig_seen) > 0);
+    assert_int_equal(sigaction(SIGUSR1, &old, NULL), 0);
+    aiol_loop_free(loop);
+    return ended_by_signal;
+}
+
+/* A signal handled during the wait ends it on an interruptible loop. */
+static void test_signal_ends_wait_of_interruptible_loop(void **state)
+{
+    (void)state;
+    assert_true(poll_under_signals(AIOL_LOOP_INTERRUPTIBLE));
+}
+
+/* Elsewhere EINTR is retried: only the notify ends the wait. */
+static void test_signal_does_not_end_wait_otherwise(void **state)
+{
+    (void)state;
+    assert_false(poll_under_signals(0));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -355,6 +435,8 @@ int main(void)
         cmocka_unit_test(test_notify_wakes_poll_nested_in_bottom_half),
         cmocka_unit_test(test_notify_many_while_blocked_few_kicks),
         cmocka_unit_test(test_notify_never_kicks_nonblocking_poller),
+        cmocka_unit_test(test_signal_ends_wait_of_interruptible_loop),
+        cmocka_unit_test(test_signal_does_not_end_wait_otherwise),
     };
     char name[64];
 

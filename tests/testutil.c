@@ -79,6 +79,11 @@ aiol_loop *tu_loop_new_shared(void)
     return loop_make(0);
 }
 
+aiol_loop *tu_loop_new_flags(unsigned flags)
+{
+    return loop_make(flags | (tu_confined_requested() ? AIOL_LOOP_CONFINED : 0));
+}
+
 int tu_eventfd(void)
 {
     int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);

@@ -31,6 +31,9 @@ aiol_loop *tu_loop_new(void);
  */
 aiol_loop *tu_loop_new_shared(void);
 
+/** tu_loop_new() with more aiol_loop_new_flags() flags. */
+aiol_loop *tu_loop_new_flags(unsigned flags);
+
 /** True when the suite runs on thread-confined loops. */
 bool tu_confined_requested(void);
 

@@ -99,12 +99,25 @@ int aiol_loop_new(aiol_loop **out, const char *fdmon);
 #define AIOL_LOOP_CONFINED (1u << 0)
 
 /**
+ * Flag of aiol_loop_new_flags(): a signal handled while a poll waits ends
+ * the wait, as it ends select() in an interpreter: the wait fails with
+ * EINTR, and the poll goes on as after a timeout (it runs what is due,
+ * usually nothing, and returns), so that its caller can run its own
+ * signal handlers (Python's KeyboardInterrupt).  Without it the wait is
+ * retried, as a C service expects.  A signal handled just before the
+ * wait begins does not end it (the same race as select()'s); one that a
+ * busy-polling window sees ends nothing.
+ */
+#define AIOL_LOOP_INTERRUPTIBLE (1u << 1)
+
+/**
  * Creates a loop, as aiol_loop_new(), with creation flags.
  *
  * @param out      receives the loop on success; untouched on failure
  * @param fdmon    as aiol_loop_new()
  * @param flags    0 (aiol_loop_new()'s loop, which any thread may change
- *                 while another polls it) or AIOL_LOOP_CONFINED
+ *                 while another polls it), or AIOL_LOOP_CONFINED and
+ *                 AIOL_LOOP_INTERRUPTIBLE, or'ed
  * @return 0; -EINVAL for an unknown flag or fd monitor; as aiol_loop_new()
  */
 int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags);

@@ -103,25 +103,22 @@ class Loop(_speed.Core):
         self._fds = {}          # fd -> _speed.Fd
         self._handles = set()   # armed TimerHandles (they own C timers)
         self._errs = []         # exceptions callbacks raised, for poll()
-        # A signal (Ctrl-C) during a blocking poll writes this pipe, whose
-        # handler ends the poll, so Python can run its signal handler: the
-        # pipe is the signal wakeup fd while the main thread sleeps in a
-        # poll and no other is set (_speed.c).
-        self._sig_r, self._sig_w = _os.pipe2(_os.O_NONBLOCK | _os.O_CLOEXEC)
         try:
             self._start(fdmon, threadsafe)
         except BaseException:
             if self._loop is not None:
                 lib.aiol_loop_free(self._loop)  # (nothing registered yet)
                 self._loop = None
-            _os.close(self._sig_r)
-            _os.close(self._sig_w)
             raise
 
     def _start(self, fdmon, threadsafe):
         out = ffi.new("aiol_loop **")
         name = fdmon.encode() if fdmon is not None else ffi.NULL
-        flags = 0 if threadsafe else lib.AIOL_LOOP_CONFINED
+        # (interruptible: a signal, Ctrl-C, ends a blocking poll's wait,
+        # as it ends select(), and poll() runs Python's handler)
+        flags = lib.AIOL_LOOP_INTERRUPTIBLE
+        if not threadsafe:
+            flags |= lib.AIOL_LOOP_CONFINED
         rc = lib.aiol_loop_new_flags(out, name, flags)
         if rc == -_errno.EINVAL and fdmon is not None:
             raise ValueError("unknown or unavailable fd monitor %r" % fdmon)
@@ -131,11 +128,10 @@ class Loop(_speed.Core):
         # repr() in another thread's log line) never races close().
         self._fdmon = ffi.string(lib.aiol_loop_fdmon_get(self._loop)).decode()
         self._threadsafe = not lib.aiol_loop_is_confined(self._loop)
-        # The C side: the call_soon FIFO's bottom half, the signal pipe's
-        # handler, the block hooks that release the GIL.
+        # The C side: the call_soon FIFO's bottom half, the block hooks
+        # that release the GIL.
         self._attach(int(ffi.cast("uintptr_t", self._loop)), self._errs,
-                     self._handles, self._sig_r, self._sig_w,
-                     _threading.main_thread().ident)
+                     self._handles)
 
     # ------------------------------------------------------------ basics
 
@@ -167,11 +163,9 @@ class Loop(_speed.Core):
             rec.reader = rec.writer = rec.poll = None
             self._fd_update(rec)
         self._fds.clear()
-        self._detach()  # (timers, call_soon()s, the signal pipe's handler)
+        self._detach()  # (timers, call_soon()s)
         lib.aiol_loop_free(self._loop)
         self._loop = None
-        _os.close(self._sig_r)
-        _os.close(self._sig_w)
 
     def __enter__(self):
         return self
@@ -212,8 +206,6 @@ class Loop(_speed.Core):
         if poll is not None:
             _callable(poll, "poll")
         fd = _fileno(fd)
-        if fd == self._sig_r:
-            raise ValueError("fd %d is the loop's own" % fd)
         rec = self._fds.get(fd)
         new = rec is None
         if new:

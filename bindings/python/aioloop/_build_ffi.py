@@ -37,6 +37,7 @@ typedef struct aiol_loop_stats {
 
 int aiol_loop_new(aiol_loop **out, const char *fdmon);
 #define AIOL_LOOP_CONFINED ...
+#define AIOL_LOOP_INTERRUPTIBLE ...
 int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags);
 bool aiol_loop_is_confined(const aiol_loop *loop);
 void aiol_loop_free(aiol_loop *loop);

@@ -328,59 +328,15 @@ static PyObject *core_call_soon_threadsafe(Core *c, PyObject *const *args,
 }
 
 /*
- * A signal (Ctrl-C) must end a blocking poll, as it ends asyncio's
- * select(), so that Python runs its handler: libaioloop retries the
- * interrupted wait, but Python's C-level handler also writes the signal
- * wakeup fd, and the loop's signal pipe, whose handler ends the poll, is
- * that fd while the main thread sleeps in the poll.  Only then, and only
- * when none is set: between polls the process's wakeup fd is whatever
- * its code set (asyncio leaves it alone until add_signal_handler()), and
- * one set by someone else (an asyncio loop's self-pipe, whose handler
- * ends the poll when it is this loop's) stays.  (Restoring that one
- * through the C API turns its warn_on_full_buffer back on.)
+ * The GIL is given up while the loop sleeps.  A signal (Ctrl-C) during
+ * that sleep ends the wait, as it ends select() (the loop is made
+ * AIOL_LOOP_INTERRUPTIBLE, __init__.py), and the poll runs Python's
+ * handlers before it returns (core_poll_owned()).
  */
-#if PY_VERSION_HEX >= 0x030D0000
-/* The wakeup fd becomes @p fd; the one before.  (No syscall.) */
-static int wakeup_swap(Core *c, int fd)
-{
-    (void)c;
-    return PySignal_SetWakeupFd(fd);
-}
-#else
-/*
- * Before 3.13 PySignal_SetWakeupFd() is not exported: Python's own
- * signal.set_wakeup_fd(), which also checks the fd (two syscalls).  -2
- * when it failed (the wakeup fd is then as it was).
- */
-static int wakeup_swap(Core *c, int fd)
-{
-    PyObject *type, *value, *tb, *res;
-    long old = -2;
-
-    PyErr_Fetch(&type, &value, &tb);
-    res = PyObject_CallFunction(c->set_wakeup_fd, "i", fd);
-    if (res != NULL) {
-        old = PyLong_AsLong(res);
-        Py_DECREF(res);
-    }
-    PyErr_Clear(); /* (not reached: our pipe is open and non-blocking) */
-    PyErr_Restore(type, value, tb);
-    return (int)old;
-}
-#endif
-
 static void core_before_block(void *opaque)
 {
     Core *c = opaque;
 
-    if (c->sig_w >= 0 && PyThread_get_thread_ident() == c->main_thread) {
-        int old = wakeup_swap(c, c->sig_w);
-
-        c->wakeup_set = old == -1;
-        if (old >= 0) {
-            wakeup_swap(c, old); /* someone else's: theirs stays */
-        }
-    }
     c->blocked = PyEval_SaveThread();
 }
 
@@ -391,30 +347,7 @@ static void core_after_block(void *opaque)
 
     c->blocked = NULL;
     PyEval_RestoreThread(ts);
-    if (c->wakeup_set) {
-        int cur = wakeup_swap(c, -1);
-
-        c->wakeup_set = false;
-        if (cur >= 0 && cur != c->sig_w) {
-            wakeup_swap(c, cur); /* (not ours: keep it) */
-        }
-    }
 }
-
-/* The signal wakeup pipe: drained here, handled after the poll. */
-static void core_sig(void *opaque)
-{
-    Core *c = opaque;
-    char buf[256];
-
-    while (read(c->sig_fd, buf, sizeof(buf)) > 0) {
-    }
-}
-
-static const aiol_fd_ops sig_ops = {
-    .read = core_sig,
-    .flags = AIOL_FD_NO_PROGRESS,
-};
 
 static PyObject *str_blocking, *str_timeout;
 
@@ -575,14 +508,12 @@ static PyObject *core_poll(Core *c, PyObject *const *args, Py_ssize_t nargs,
 static PyObject *core_attach(Core *c, PyObject *args)
 {
     unsigned long long addr;
-    unsigned long main_thread;
     PyObject *errs, *timers;
-    int sig_fd, sig_w, rc;
+    int rc;
     aiol_loop *loop;
 
-    if (!PyArg_ParseTuple(args, "KO!O!iik:_attach", &addr, &PyList_Type,
-                          &errs, &PySet_Type, &timers, &sig_fd, &sig_w,
-                          &main_thread)) {
+    if (!PyArg_ParseTuple(args, "KO!O!:_attach", &addr, &PyList_Type,
+                          &errs, &PySet_Type, &timers)) {
         return NULL;
     }
     if (c->loop != NULL) {
@@ -594,27 +525,6 @@ static PyObject *core_attach(Core *c, PyObject *args)
     rc = aiol_bh_new_shared(loop, core_bh, c, &c->bh);
     if (rc < 0) {
         return aiol__py_raise_errno(-rc, "aiol_bh_new_shared");
-    }
-#if PY_VERSION_HEX < 0x030D0000
-    if (c->set_wakeup_fd == NULL) {
-        PyObject *signal = PyImport_ImportModule("signal");
-
-        c->set_wakeup_fd = signal != NULL
-            ? PyObject_GetAttrString(signal, "set_wakeup_fd") : NULL;
-        Py_XDECREF(signal);
-        if (c->set_wakeup_fd == NULL) {
-            return NULL;
-        }
-    }
-#endif
-    c->sig_fd = sig_fd;
-    c->sig_w = sig_w;
-    c->main_thread = main_thread;
-    rc = aiol_fd_set_ops(loop, sig_fd, &sig_ops, c);
-    if (rc < 0) {
-        aiol_bh_free(c->bh);
-        c->bh = NULL;
-        return aiol__py_raise_errno(-rc, "aiol_fd_set_ops");
     }
     aiol_loop_block_hooks_set(loop, core_before_block, core_after_block, c);
     c->loop = loop;
@@ -658,7 +568,6 @@ static PyObject *core_detach(Core *c, PyObject *unused)
     ring_clear(c);
     aiol_bh_free(c->bh);
     c->bh = NULL;
-    aiol_fd_remove(c->loop, c->sig_fd);
     aiol_loop_block_hooks_set(c->loop, NULL, NULL, NULL);
     c->loop = NULL;
     c->clock = NULL;
@@ -699,7 +608,6 @@ static int core_traverse(Core *c, visitproc visit, void *arg)
     }
     Py_VISIT(c->errs);
     Py_VISIT(c->timers);
-    Py_VISIT(c->set_wakeup_fd);
     Py_VISIT(c->dict);
     return 0;
 }
@@ -719,7 +627,6 @@ static int core_clear(Core *c)
     ring_clear(c);
     Py_CLEAR(c->errs);
     Py_CLEAR(c->timers);
-    Py_CLEAR(c->set_wakeup_fd);
     Py_CLEAR(c->dict);
     return 0;
 }
@@ -741,9 +648,6 @@ static PyObject *core_tp_new(PyTypeObject *type, PyObject *args, PyObject *kw)
 
     (void)args;
     (void)kw;
-    if (c != NULL) {
-        c->sig_fd = c->sig_w = -1;
-    }
     return (PyObject *)c;
 }
 

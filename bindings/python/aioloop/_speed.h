@@ -34,13 +34,8 @@ typedef struct {
     PyObject *errs;         /* list: exceptions for poll() to raise */
     PyObject *timers;       /* set: the armed TimerHandles */
     PyThreadState *blocked; /* saved between the block hooks */
-    unsigned long main_thread; /* the interpreter's main thread */
     unsigned long owner;    /* PyThread_get_thread_ident() of the loop's */
     bool confined;          /* AIOL_LOOP_CONFINED: only owner changes it */
-    int sig_fd;             /* the signal wakeup pipe's read end, or -1 */
-    int sig_w;              /* its write end */
-    bool wakeup_set;        /* sig_w is the wakeup fd until after_block */
-    PyObject *set_wakeup_fd; /* signal.set_wakeup_fd before 3.13, or NULL */
     int depth;              /* polls on the stack */
     PyObject *dict;
     PyObject *weakrefs;

@@ -41,10 +41,6 @@ static Fd *fd_record_new(Sched *s, int fd)
     if (fd < 0 || fstat(fd, &st) < 0) {
         return (Fd *)aiol__py_raise_errno(EBADF, "fd is not open");
     }
-    if (fd == c->sig_fd) {
-        PyErr_Format(PyExc_ValueError, "fd %d is the loop's own", fd);
-        return NULL;
-    }
     return (Fd *)PyObject_CallFunction((PyObject *)&aiol__py_fd_type, "iO",
                                        fd, c->errs);
 }

@@ -250,7 +250,9 @@ def test_ctrl_c_ends_a_sleeping_run(fdmon, sigint_raises):
     async def main():
         await asyncio.sleep(30)
 
-    t = threading.Timer(0.2, os.kill, (os.getpid(), signal.SIGINT))
+    # (at the main thread, as a terminal's Ctrl-C)
+    t = threading.Timer(0.2, signal.pthread_kill,
+                        (threading.main_thread().ident, signal.SIGINT))
     t.start()
     t0 = time.monotonic()
     with pytest.raises(KeyboardInterrupt):

@@ -247,11 +247,44 @@ def test_exception_reaches_poll_and_loop_stays_consistent(loop, pipe):
 
 
 def test_keyboard_interrupt_ends_blocking_poll(loop, sigint_raises):
-    t = threading.Timer(0.05, os.kill, (os.getpid(), signal.SIGINT))
+    """Ctrl-C (SIGINT at the main thread, as a terminal sends it) ends a
+    blocking poll's wait, as it ends select(): Python runs the handler,
+    and its KeyboardInterrupt comes out of poll() before anything else
+    wakes the loop.  (The signal is sent until the poll returns: one that
+    lands just before the wait begins is handled only after it, as with
+    select(); the handler raises once.)"""
+    raised = []
+
+    def handler(signum, frame):
+        if not raised:
+            raised.append(signum)
+            raise KeyboardInterrupt
+
+    signal.signal(signal.SIGINT, handler)  # (the fixture puts back its own)
+    done = threading.Event()
+    woken = []
+    main = threading.main_thread().ident
+
+    def send():
+        while not done.wait(0.01):
+            signal.pthread_kill(main, signal.SIGINT)
+
+    def watchdog():  # (a signal that did not end the wait)
+        woken.append(True)
+        loop.notify()
+
+    t = threading.Thread(target=send)
+    w = threading.Timer(10, watchdog)
     t.start()
-    with pytest.raises(KeyboardInterrupt):
-        loop.poll(timeout=10)
-    t.join()
+    w.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            loop.poll()
+    finally:
+        done.set()
+        t.join()
+        w.cancel()
+    assert not woken
 
 
 # ----------------------------------------------------------- bad input
