@@ -31,6 +31,9 @@
  *   - loop->single_thread: the loop is polled by one thread for life (an
  *     iothread's), set before its first poll; loop->confined: only the
  *     loop's own thread calls it (AIOL_LOOP_CONFINED), immutable;
+ *     loop->interruptible: a wait that EINTR ends returns as after a
+ *     timeout instead of waiting again (AIOL_LOOP_INTERRUPTIBLE),
+ *     immutable;
  *   - loop->stats.fdmon_waits, loop->stats.fdmon_ctls and
  *     loop->stats.fdmon_arms (under the lock) and loop->stats.bad_fds;
  *   - aiol__check() for misuse, AIOL__HOT for functions on the path of
@@ -168,7 +171,8 @@ typedef struct aiol__fdmon_ops {
     int (*reserve)(aiol_loop *loop, size_t more, int max_fd);
     /*
      * Waits until @deadline_ns (0: only look; AIOL_DEADLINE_NONE: no
-     * limit), retrying EINTR, and queues every ready handler with
+     * limit), retrying EINTR (on an interruptible loop EINTR ends it as a
+     * timeout would), and queues every ready handler with
      * aiol__ready_add() and its readiness.  Polling thread, lock not held.
      * The number queued, or -errno for a failure the loop cannot survive
      * (it aborts: so a wait must not fail on memory or a passing error).
