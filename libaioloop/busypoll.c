@@ -256,6 +256,7 @@ bool aiol__busy_poll(aiol_loop *loop, aiol__ready_list *ready,
         }
         /* Work on the monitor the rounds cannot see: the wait reaps it. */
         if (loop->fdmon->spin_check != NULL && loop->fdmon->spin_check(loop)) {
+            loop->poll_look_owed = true;
             return true;
         }
         if (res == ROUND_IDLE || now_ns >= end) {

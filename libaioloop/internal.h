@@ -388,6 +388,8 @@ struct aiol_loop {
     int64_t bh_idle_seen_ns;   /* when an idle BH was first seen pending, 0:
                                   none; polling thread */
     unsigned poll_skipped_waits; /* polling thread */
+    bool poll_look_owed;       /* the monitor ended the window (spin_check):
+                                  the next look is not skipped; polling thread */
 };
 
 /* -------------------------------------------------- debug contracts */

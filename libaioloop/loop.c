@@ -271,13 +271,16 @@ static int64_t prepare_to_block(aiol_loop *loop, aiol__ready_list *ready,
  * the look then too.  The second counts toward the waits busy polling may
  * skip in a row, so an fd whose poll callback misses its readiness is
  * still looked at.  Never while the monitor owes a look (a request's
- * completion).
+ * completion) or holds what ended the busy-poll window (spin_check).
  */
 static inline bool look_needless(aiol_loop *loop)
 {
     size_t unpolled = aiol__kind_count(loop, AIOL__KIND_UNPOLLED);
     bool polled = false;
 
+    if (loop->poll_look_owed) {
+        return false; /* the monitor holds what ended the window */
+    }
     if (unpolled != 0 || aiol__kind_count(loop, AIOL__KIND_POLLED) != 0) {
         polled = loop->poll_max_ns > 0 &&
                  loop->poll_skipped_waits < AIOL__POLL_MAX_SKIPS &&
@@ -357,6 +360,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
 
             aiol__check(ret >= 0, "fd monitor wait failed");
             loop->poll_skipped_waits = 0;
+            loop->poll_look_owed = false;
         }
     }
 

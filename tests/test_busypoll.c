@@ -784,6 +784,41 @@ static void test_busypoll_removals_keep_the_others_polled(void **state)
     aiol_loop_free(loop);
 }
 
+/*
+ * A polled handler whose poll callback finds nothing while its fd is
+ * readable: the next blocking poll consults the fd monitor and runs read()
+ * (loop.h), on every fd monitor, once, not after a few empty returns.
+ * Busy polling grows the window on a dozen short waits first, as an
+ * iothread does when idle.
+ */
+static void test_busypoll_ready_fd_dispatched_on_first_blocking_poll(
+    void **state)
+{
+    aiol_loop *loop = settled_loop();
+    aiol_loop_stats before;
+    lw_watchdog w;
+    ph h;
+
+    (void)state;
+    ph_add(&h, loop, true);
+    h.drain = true;
+    assert_int_equal(aiol_loop_poll_params_set(loop, LW_MS(50), 100, 0), 0);
+    for (int i = 0; i < 12; i++) {
+        lw_wait_timer(loop, LW_MS(1));
+    }
+    assert_int_equal(h.reads, 0);
+
+    tu_eventfd_signal(h.fd);
+    before = lw_stats(loop);
+    lw_watchdog_arm(&w, loop, LW_MS(5));
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(h.reads, 1);
+    assert_int_equal(lw_stats(loop).iterations - before.iterations, 1);
+    assert_int_equal(lw_watchdog_free(&w), 0);
+    ph_del(&h);
+    aiol_loop_free(loop);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -803,6 +838,8 @@ int main(void)
         cmocka_unit_test(
             test_busypoll_removed_handler_untouched_when_window_closes),
         cmocka_unit_test(test_busypoll_removals_keep_the_others_polled),
+        cmocka_unit_test(
+            test_busypoll_ready_fd_dispatched_on_first_blocking_poll),
     };
     char name[64];
 
