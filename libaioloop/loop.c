@@ -199,6 +199,11 @@ const char *aiol_loop_fdmon_get(const aiol_loop *loop)
     return loop->fdmon->name;
 }
 
+const char *aiol_fdmon_name_get(size_t index)
+{
+    return index < N_FDMONS ? fdmons[index]->name : NULL;
+}
+
 AIOL__HOT
 int64_t aiol__loop_deadline(aiol_loop *loop, aiol__now *now)
 {

@@ -663,13 +663,11 @@ int luaopen_aioloop(lua_State *L)
     aiol__lua_new_class(L, TIMER_MT, timer_methods, l_timer_gc);
     aiol__lua_soon_open(L);
     luaL_newlib(L, fns);
-    lua_createtable(L, 3, 0);
-    lua_pushstring(L, "epoll");
-    lua_rawseti(L, -2, 1);
-    lua_pushstring(L, "io_uring");
-    lua_rawseti(L, -2, 2);
-    lua_pushstring(L, "poll");
-    lua_rawseti(L, -2, 3);
+    lua_newtable(L);
+    for (size_t i = 0; aiol_fdmon_name_get(i) != NULL; i++) {
+        lua_pushstring(L, aiol_fdmon_name_get(i));
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
     lua_setfield(L, -2, "FDMONS");
     lua_pushstring(L, aiol_version_string());
     lua_setfield(L, -2, "_VERSION");

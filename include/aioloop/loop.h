@@ -10,6 +10,7 @@
 #ifndef AIOLOOP_LOOP_H
 #define AIOLOOP_LOOP_H
 
+#include <stddef.h>
 #include <stdbool.h>
 #include <stdint.h>
 
@@ -200,6 +201,17 @@ int aiol_loop_after_fork(aiol_loop *loop);
  * @return "epoll", "io_uring" or "poll" (a static string).
  */
 const char *aiol_loop_fdmon_get(const aiol_loop *loop);
+
+/**
+ * The fd monitors this build of the library has, in the order the default
+ * choice tries them (aiol_loop_new() with NULL): "epoll", then "io_uring"
+ * when built with liburing, then "poll".  Whether one starts on this
+ * machine is aiol_loop_new()'s answer.
+ * @param index    0 for the first
+ * @return the name (a static string), or NULL when @p index is past the
+ *         last
+ */
+const char *aiol_fdmon_name_get(size_t index);
 
 /**
  * Runs one iteration: waits for events (if @p blocking), then dispatches

@@ -37,8 +37,19 @@ from . import _speed  # (the C hot path: _speed.c)
 __all__ = ["Loop", "IOThread", "Handle", "TimerHandle", "FDMONS",
            "EventLoop", "EventLoopPolicy", "new_event_loop", "install", "run"]
 
-#: The fd monitors libaioloop knows (io_uring only where built with it).
-FDMONS = ("epoll", "io_uring", "poll")
+
+def _fdmon_names():
+    names = []
+    while True:
+        name = lib.aiol_fdmon_name_get(len(names))
+        if name == ffi.NULL:
+            return tuple(names)
+        names.append(ffi.string(name).decode("ascii"))
+
+
+#: The fd monitors the library has, in the order its default choice tries
+#: them (aiol_fdmon_name_get(): io_uring only where built with liburing).
+FDMONS = _fdmon_names()
 
 #: The version of the libaioloop the binding runs on, "MAJOR.MINOR.PATCH"
 #: (aiol_version_string(); the binding is built with the library).

@@ -24,7 +24,6 @@ executors, getaddrinfo, futures and tasks (their C accelerator,
 _asyncio, as with asyncio's own loop).
 """
 import asyncio
-import os
 import selectors
 import sys
 import threading
@@ -177,8 +176,9 @@ _TimerHandle.__name__ = _TimerHandle.__qualname__ = "TimerHandle"
 class EventLoop(unix_events.SelectorEventLoop):
     """An asyncio event loop on a libaioloop loop (see the module).
 
-    fdmon: "epoll", "io_uring", "poll" or None (AIOLOOP_BACKEND, else
-    AIOLOOP_FDMON, else libaioloop's default).  loop: an aioloop.Loop to
+    fdmon: "epoll", "io_uring", "poll" or None (libaioloop's choice:
+    AIOLOOP_FDMON, else AIOLOOP_BACKEND, else the default, as for
+    aioloop.Loop and C callers).  loop: an aioloop.Loop to
     run on instead of a new one (not closed with this loop), so that raw
     handlers, bottom halves and coroutines share one loop.  reentrant:
     run_until_complete() may be called from inside a callback or a
@@ -189,8 +189,6 @@ class EventLoop(unix_events.SelectorEventLoop):
         self._closed = True  # (until asyncio's __init__: for __del__)
         self._reentrant = bool(reentrant)
         if loop is None:
-            if fdmon is None:
-                fdmon = os.environ.get("AIOLOOP_BACKEND") or None
             loop = Loop(fdmon)
             own = True
         else:

@@ -42,6 +42,7 @@ int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags);
 bool aiol_loop_is_confined(const aiol_loop *loop);
 void aiol_loop_free(aiol_loop *loop);
 const char *aiol_loop_fdmon_get(const aiol_loop *loop);
+const char *aiol_fdmon_name_get(size_t index);
 bool aiol_loop_poll_deadline(aiol_loop *loop, int64_t deadline_ns);
 void aiol_loop_notify(aiol_loop *loop);
 int aiol_loop_poll_params_set(aiol_loop *loop, int64_t max_ns, int64_t grow,

@@ -15,20 +15,13 @@ import warnings
 import pytest
 
 import aioloop
+from test_loop import FDMONS
 
 
-def loops():
-    for fdmon in aioloop.FDMONS:
-        try:
-            aioloop.Loop(fdmon).close()
-        except OSError:
-            continue
-        yield fdmon
-
-
-@pytest.fixture(params=list(loops()))
+@pytest.fixture(params=FDMONS)
 def fdmon(request, monkeypatch):
-    monkeypatch.setenv("AIOLOOP_BACKEND", request.param)
+    monkeypatch.setenv("AIOLOOP_FDMON", request.param)
+    monkeypatch.delenv("AIOLOOP_BACKEND", raising=False)
     return request.param
 
 
@@ -492,3 +485,18 @@ def test_repr_from_another_thread_while_closing(fdmon):
         t.join()
         current[0].close()
     assert seen and all("fdmon=" + fdmon in r for r in seen)
+
+
+def test_fdmon_from_the_environment_as_the_c_library_reads_it(monkeypatch):
+    # AIOLOOP_FDMON first, AIOLOOP_BACKEND (its older name) when unset:
+    # raw loops and asyncio loops of one program on the same monitor
+    monkeypatch.setenv("AIOLOOP_FDMON", "poll")
+    monkeypatch.setenv("AIOLOOP_BACKEND", "epoll")
+    for want in ("poll", "epoll"):
+        loop = aioloop.new_event_loop()
+        try:
+            with aioloop.Loop() as raw:
+                assert (loop.aioloop.fdmon, raw.fdmon) == (want, want)
+        finally:
+            loop.close()
+        monkeypatch.delenv("AIOLOOP_FDMON", raising=False)

@@ -15,12 +15,12 @@ import time
 import pytest
 
 import aioloop
-from test_asyncio_loop import loops
+from test_loop import FDMONS
 
 INF = float("inf")
 
 
-@pytest.fixture(params=list(loops()))
+@pytest.fixture(params=FDMONS)
 def new_loop(request):
     """Makes asyncio's loop (ref=True) or ours; closes them afterwards."""
     made = []

@@ -574,3 +574,14 @@ def test_emfile_is_an_oserror(fdmon):
                          text=True, timeout=60)
     assert out.returncode == 0, out.stderr
     assert "EMFILE after" in out.stdout
+
+
+def test_fdmons_are_the_librarys_in_its_default_order():
+    names = aioloop.FDMONS
+    assert names[0] == "epoll" and names[-1] == "poll"
+    assert len(set(names)) == len(names) and set(names) <= {
+        "epoll", "io_uring", "poll"}
+    for name in ("epoll", "io_uring", "poll"):
+        if name not in names:  # built without it: refused by name
+            with pytest.raises(ValueError):
+                aioloop.Loop(name)
