@@ -14,10 +14,17 @@ rm -rf "$dir"
 mkdir -p "$dir"
 /usr/bin/python3 -m venv --system-site-packages "$dir/venv"
 py=$dir/venv/bin/python
+# meson-python 0.12 writes its native file into the source tree and, when
+# it is there unchanged, reconfigures builddir instead of setting it up: a
+# second run, whose builddir is new, would fail.  It leaves with this run.
+native=$src/.mesonpy-native-file.ini
+rm -f "$native"
+trap 'rm -f "$native"' EXIT
 # (--no-index: everything comes from Debian; builddir keeps meson-python's
 # build out of the source tree)
 (cd "$src" && "$py" -m pip install --quiet --no-index --no-build-isolation \
     --config-settings=builddir="$dir/mesonpy" .)
+rm -f "$native"
 version=$(sed -n "s/^ *version *: *'\([0-9.]*\)'.*/\1/p" "$src/meson.build" | head -1)
 cd "$dir"
 "$py" - "$dir/venv" "$version" <<'PY'
