@@ -301,6 +301,25 @@ guest_spawn() {
     timeout --kill-after=5 "$secs" "$@" > "$log" 2>&1 &
     guest_pid=$!
     guest_pids+=("$guest_pid")
+    if command -v gdb > /dev/null && [ "$secs" -gt 5 ]; then
+        guest_stacks "$((secs - 2))" "$guest_pid" "$log.stacks" &
+        guest_pids+=("$!")
+    fi
+}
+
+# guest_stacks SECONDS PID OUT: when PID (a guest_spawn's `timeout`) is
+# still there after SECONDS, writes every thread's backtrace of the
+# command it runs to OUT (gdb), so that a hang says where it hung.
+# Returns as soon as PID is gone.
+guest_stacks() {
+    local i child
+    for ((i = 0; i < $1; i++)); do
+        kill -0 "$2" 2>/dev/null || return 0
+        sleep 1
+    done
+    child=$(pgrep -P "$2" | head -1) || return 0
+    gdb -batch -p "$child" -ex 'info threads' -ex 'thread apply all bt' \
+        > "$3" 2>&1 < /dev/null || true
 }
 
 # guest_wait PID: waits for PID (a guest_spawn), leaves its exit status in
@@ -373,6 +392,12 @@ guest_case_end() {
     for f in "$@"; do
         echo "--- $guest_case_dir/$f (tail)"
         tail -n 15 "$guest_case_dir/$f" 2>/dev/null || true
+        # a hung process's threads (guest_stacks), whole
+        [ ! -s "$guest_case_dir/$f.stacks" ] || {
+            echo "--- $guest_case_dir/$f.stacks"
+            grep -v '^\[New LWP\|^\[Thread debugging' \
+                "$guest_case_dir/$f.stacks" | head -n 300
+        }
     done
     return 1
 }
