@@ -44,7 +44,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
-        check-notifiers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
+        check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
         bench-lua bench-build bench-primitives deb deb-deps check-deb
 
 all: deps
@@ -286,24 +286,26 @@ fuzz-afl: deps
 	  echo "fuzz-afl: crashes saved in $(BUILD_AFL)/out/default/crashes"; exit 1; fi
 	@grep -E 'execs_per_sec|edges_found|total_edges' $(BUILD_AFL)/out/default/fuzzer_stats
 
-# The main job: every workload, libaioloop fd monitors and peers side by side;
-# prints the table and writes $(BUILD)/bench-results (BENCH_ARGS=--quick
-# for the short run, --docs to copy the results to docs/bench).  A build
-# dir configured before a peer was installed is reconfigured to find it.
-# The bench build has assertions off (-Db_ndebug=true): the debug contracts
-# (internal.h) are compiled out, as in any release build of the library.
-bench: bench-deps
-	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
-	ninja -C $(BUILD_BENCH)
-	@# A peer configured out (its headers were missing at setup: meson keeps
-	@# that answer) gets a wiped setup; one still missing fails the run.
-	@for b in ev uv event glib; do \
-	  test -x $(BUILD_BENCH)/bench/bench-$$b || { meson setup --wipe $(BUILD_BENCH) -Db_ndebug=true >/dev/null && ninja -C $(BUILD_BENCH); break; }; \
-	done
-	@for b in ev uv event glib; do \
-	  test -x $(BUILD_BENCH)/bench/bench-$$b || { echo "make bench: the $$b peer was not built (is its -dev package installed? BENCH_PKGS: $(BENCH_PKGS))" >&2; exit 1; }; \
-	done
+# The main job, the headline: libaioloop against libev, libuv and
+# libevent, one row per workload with the best peer, the ratio and the
+# target met or not, then the ratios as bars (bench/headline.py); a few
+# minutes.  Writes $(BUILD_BENCH)/bench-results/headline.{md,json,png}
+# (BENCH_ARGS=--docs also copies them to docs/bench).
+bench: bench-peers
+	/usr/bin/python3 bench/run.py $(BUILD_BENCH) --headline $(BENCH_ARGS)
+
+# Every loop workload, every libaioloop fd monitor and every peer side by
+# side (glib and a hand-written epoll loop too), with the whole target
+# list and plots: table.md, targets.md, results.json (BENCH_ARGS=--quick
+# for the short run, --docs to copy the results to docs/bench).
+bench-loop: bench-peers
 	/usr/bin/python3 bench/run.py $(BUILD_BENCH) $(BENCH_ARGS)
+
+# Every family that runs on this machine alone, one after the other; the
+# QEMU ones (bench-notifiers, bench-qemu-*) build QEMU and stay apart.
+bench-all:
+	@echo "bench-all: about 60 minutes here (loop 10, python 5, lua 1, primitives 1, vmm 1, vhost 20, vhost-guest 20)"
+	@$(MAKE) --no-print-directory bench-loop
 	@$(MAKE) --no-print-directory bench-python
 	@$(MAKE) --no-print-directory bench-lua
 	@$(MAKE) --no-print-directory bench-primitives
@@ -312,11 +314,23 @@ bench: bench-deps
 	@$(MAKE) --no-print-directory bench-vhost-guest
 
 # The bench build every bench-* target below runs from (assertions off,
-# as in a release build), and its results directory.
+# as in a release build: the debug contracts of internal.h are compiled
+# out), and its results directory.
 bench-build: bench-deps
 	@test -d $(BUILD_BENCH) || meson setup $(BUILD_BENCH) -Db_ndebug=true
 	ninja -C $(BUILD_BENCH)
 	@mkdir -p $(BUILD_BENCH)/bench-results
+
+# The bench build with every peer's binary.  A build dir configured
+# before a peer was installed (meson keeps that answer) gets a wiped
+# setup; a peer still missing fails the run.
+bench-peers: bench-build
+	@for b in ev uv event glib; do \
+	  test -x $(BUILD_BENCH)/bench/bench-$$b || { meson setup --wipe $(BUILD_BENCH) -Db_ndebug=true >/dev/null && ninja -C $(BUILD_BENCH); break; }; \
+	done
+	@for b in ev uv event glib; do \
+	  test -x $(BUILD_BENCH)/bench/bench-$$b || { echo "make bench: the $$b peer was not built (is its -dev package installed? BENCH_PKGS: $(BENCH_PKGS))" >&2; exit 1; }; \
+	done
 
 # Python-level dispatch and call_soon: the binding against asyncio and
 # uvloop, interleaved (bench/python_bench.py).

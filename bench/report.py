@@ -417,7 +417,7 @@ def write_all(out_dir, info, results, columns):
     with open(os.path.join(out_dir, "targets.md"), "w") as f:
         f.write(tgt)
     with open(os.path.join(out_dir, "plots.md"), "w") as f:
-        f.write("".join(f"![{p[:-4]}](bench/{p})\n\n" for p in made))
+        f.write("".join(f"![{p[:-4]}]({p})\n\n" for p in made))
     return tab, tgt
 
 

@@ -17,7 +17,11 @@ counts and the difference in total syscalls, divided by the difference in
 polls, is the per-poll count (set-up cancels out).  libaioloop also counts
 its own fd-monitor syscalls (loop stats).
 
-usage: run.py BUILD_DIR [--quick] [--out DIR] [--docs] [--before DIR]
+usage: run.py BUILD_DIR [--headline] [--quick] [--out DIR] [--docs]
+              [--before DIR]
+  --headline  only what the headline needs (headline.py: `make bench`):
+              libaioloop against libev, libuv and libevent, one row per
+              workload; headline.md, headline.json and headline.png
   --out     where table.md, targets.md, results.json and the PNG plots go
             (default BUILD_DIR/bench-results)
   --docs    also copy the plots to docs/bench/ and the tables there
@@ -35,6 +39,7 @@ import subprocess
 import sys
 import time
 
+import headline
 import report
 
 REF = ("aiol", "epoll")
@@ -175,6 +180,54 @@ def machine():
             "load_start": os.getloadavg()[0]}
 
 
+def measure(build, todo, rounds):
+    """Runs todo [(workload, n, runs, variants)], rounds interleaved;
+    returns [{workload, n, lib (variant label), metric, median, samples}]."""
+    results = []
+    t_start = time.time()
+    for i, (w, n, runs, variants) in enumerate(todo):
+        samples = {v: {} for v in variants}
+        for r in range(rounds):
+            for v in variants:
+                done = i + r / rounds
+                eta = (time.time() - t_start) / done * (len(todo) - done) if done else 0
+                print(f"[{time.time() - t_start:5.0f}s, ~{eta:4.0f}s left] "
+                      f"{i + 1}/{len(todo)} {w} n={n}: {report.label(v)} "
+                      f"round {r + 1}/{rounds}", file=sys.stderr, flush=True)
+                for metric, val in run_one(build, v, w, n, runs).items():
+                    samples[v].setdefault(metric, []).append(val)
+        for v in variants:
+            for metric, vals in samples[v].items():
+                results.append({"workload": w, "n": n, "lib": report.label(v),
+                                "metric": metric,
+                                "median": statistics.median(vals),
+                                "samples": vals})
+    return results
+
+
+def finish_headline(a, out_dir, info, results):
+    """Writes headline.json and headline.py's table, bars and plot."""
+    v = info["versions"]
+    info["peers"] = (f"libev {v['libev']}, libuv {v['libuv']}, "
+                     f"libevent {v['libevent']}")
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, "headline.json"), "w") as f:
+        json.dump({"info": info, "results": results}, f, indent=1)
+    by = {(r["workload"], r["n"], r["lib"], r["metric"]): r["median"]
+          for r in results}
+    headline.write(out_dir, headline.rows(
+        lambda w, n, var, m: by.get((w, n, report.label(var), m))), info)
+    if a.docs:
+        docs = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..",
+                            "docs", "bench")
+        for name in ("headline.md", "headline.png"):
+            if os.path.exists(os.path.join(out_dir, name)):
+                shutil.copy(os.path.join(out_dir, name), docs)
+    print(f"run.py: the headline took {info['seconds']} s; results in "
+          f"{out_dir}; every workload and variant: make bench-loop",
+          file=sys.stderr)
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("build")
@@ -186,6 +239,8 @@ def main():
     ap.add_argument("--before", metavar="BUILD_DIR",
                     help="also run an earlier build's bench-aiol on epoll, "
                     "interleaved, for a before/after table")
+    ap.add_argument("--headline", action="store_true",
+                    help="only the headline's rows (headline.py)")
     a = ap.parse_args()
     global BEFORE_BUILD
     if a.before:
@@ -196,41 +251,36 @@ def main():
         ap.error("--docs publishes a whole run; --only measures a part")
     if only and not only <= {w for w, _, _, _ in WORKLOADS}:
         ap.error(f"unknown workloads: {', '.join(sorted(only - {w for w, _, _, _ in WORKLOADS}))}")
+    if a.headline and (only or a.before):
+        ap.error("--headline measures its own rows: no --only or --before")
     out_dir = a.out or os.path.join(a.build, "bench-results")
-    rounds = 3 if a.quick else 5
+    # (the headline's rows take a few seconds a round: more rounds, steadier
+    # medians, still in minutes)
+    rounds = 3 if a.quick else 7 if a.headline else 5
     lists = {lib: workloads_of(a.build, lib)
              for lib in {v[0] for v in VARIANTS}
              if os.path.exists(binary(a.build, lib))}
     todo = []
-    for w, n, runs, vs in WORKLOADS:
+    runs_of = {(w, n): runs for w, n, runs, _ in WORKLOADS}
+    for w, n, runs, vs in (
+            [(w, n, runs_of.get((w, n), 3), vs)
+             for w, n, vs in headline.todo()] if a.headline else WORKLOADS):
         if (a.quick and (w, n) in QUICK_SKIP) or (only and w not in only):
             continue
         vs = [v for v in (vs or VARIANTS) if w in lists.get(v[0], ())]
         todo.append((w, QUICK_N.get(w, n) if a.quick else n, runs, vs))
 
     info = {"date": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-            "mode": ("quick" if a.quick else "full") + (" partial" if only else ""),
+            "mode": ("headline " if a.headline else "") +
+                    ("quick" if a.quick else "full") + (" partial" if only else ""),
             "command": " ".join(["run.py"] + sys.argv[1:]),
             "machine": machine(), "versions": versions(), "rounds": rounds}
-    results = []  # {workload, n, variant label, metric, median, samples}
     t_start = time.time()
-    for i, (w, n, runs, variants) in enumerate(todo):
-        samples = {v: {} for v in variants}
-        for r in range(rounds):
-            for v in variants:
-                done = i + r / rounds
-                eta = (time.time() - t_start) / done * (len(todo) - done) if done else 0
-                print(f"[{time.time() - t_start:5.0f}s, ~{eta:4.0f}s left] "
-                      f"{i + 1}/{len(todo)} {w} n={n}: {report.label(v)} "
-                      f"round {r + 1}/{rounds}", file=sys.stderr, flush=True)
-                for metric, val in run_one(a.build, v, w, n, runs).items():
-                    samples[v].setdefault(metric, []).append(val)
-        for v in variants:
-            for metric, vals in samples[v].items():
-                results.append({"workload": w, "n": n, "lib": report.label(v),
-                                "metric": metric,
-                                "median": statistics.median(vals),
-                                "samples": vals})
+    results = measure(a.build, todo, rounds)
+    if a.headline:
+        info["seconds"] = round(time.time() - t_start)
+        finish_headline(a, out_dir, info, results)
+        return
     for v, calls in ({} if only else strace_pass(
             a.build, [v for v in VARIANTS
                       if "idle_poll" in lists.get(v[0], ())])).items():
