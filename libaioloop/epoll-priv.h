@@ -7,7 +7,10 @@
 #ifndef AIOLOOP_EPOLL_PRIV_H
 #define AIOLOOP_EPOLL_PRIV_H
 
-#include "internal.h"
+#include <errno.h>
+#include <sys/epoll.h>
+
+#include "fdmon.h"
 
 /* Per fd number; under loop->lock. */
 typedef struct aiol__epoll_fd {
@@ -67,10 +70,20 @@ typedef struct aiol__epoll_state {
 
 /*
  * Under loop->lock.  One epoll_ctl of @fd in @epfd for @ev, stamped with
- * generation @gen.  0 or -errno.  (fdmon-epoll.c)
+ * generation @gen.  0 or -errno.  (Inline: both files make them.)
  */
-int aiol__epoll_ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
-                    uint32_t gen);
+static inline int aiol__epoll_ctl(aiol_loop *loop, int epfd, int op, int fd,
+                                  unsigned ev, uint32_t gen)
+{
+    struct epoll_event e = {
+        .events = aiol__events_to_poll(ev),
+        .data.u64 = (uint64_t)gen << 32 | (uint32_t)fd,
+    };
+
+    aiol__assert_locked(loop);
+    loop->stats.fdmon_ctls++;
+    return epoll_ctl(epfd, op, fd, &e) == 0 ? 0 : -errno;
+}
 
 /*
  * Under loop->lock.  Sets or clears @fd's kept flag, counting it (inline:

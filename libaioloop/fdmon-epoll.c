@@ -148,23 +148,6 @@ static inline void mark_dirty(aiol__epoll_state *s, int fd)
     atomic_store_explicit(&s->has_dirty, true, memory_order_relaxed);
 }
 
-/*
- * Under loop->lock.  One epoll_ctl of @fd in @epfd for @ev, stamped with
- * generation @gen.  0 or -errno.
- */
-int aiol__epoll_ctl(aiol_loop *loop, int epfd, int op, int fd, unsigned ev,
-                    uint32_t gen)
-{
-    struct epoll_event e = {
-        .events = aiol__events_to_poll(ev),
-        .data.u64 = (uint64_t)gen << 32 | (uint32_t)fd,
-    };
-
-    aiol__assert_locked(loop);
-    loop->stats.fdmon_ctls++;
-    return epoll_ctl(epfd, op, fd, &e) == 0 ? 0 : -errno;
-}
-
 /* Under loop->lock.  A new registration of @fd, under the next generation. */
 static int add(aiol_loop *loop, aiol__epoll_state *s, int fd, unsigned ev)
 {

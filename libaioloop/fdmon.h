@@ -5,15 +5,19 @@
  *
  * A monitor watches the fds of the loop's handlers and, when the loop
  * waits, tells which are ready.  It owns loop->fdmon_state and nothing else.
- * The loop calls it in four places: init and fini around the loop's life,
- * update whenever a handler is set, replaced or removed, and wait once per
- * iteration.  Everything else is optional.
+ * Five ops are required: init and fini around the loop's life, update
+ * whenever a handler is set, replaced or removed, reserve to make room
+ * ahead of updates, and wait once per iteration (loop.c asserts them when
+ * it starts a monitor).  Everything else is optional: pending, forget
+ * (fork), spin_begin, spin_check and look_owed (busy polling and the
+ * looks it may skip), and the embed and requests parts.
  *
  * A monitor's whole world is this file and internal.h, and of internal.h
  * it uses only what this list names (tests/check-fdmon.py fails the
- * build's checks when a fdmon-*.c uses a loop field or an aiol__ name
- * that this file does not name, or includes another private header than
- * its own):
+ * build's checks when a fdmon-*.c, or a file that includes its private
+ * header, uses a loop field or an aiol__ name that this file does not
+ * name, includes another private header than its own, or when two files
+ * of one monitor call each other):
  *   - loop->fdmon_state, its own;
  *   - loop->lock through aiol__lock(), aiol__unlock() and
  *     aiol__assert_locked(): it protects the fd table and every monitor's
@@ -34,11 +38,15 @@
  *     loop->interruptible: a wait that EINTR ends returns as after a
  *     timeout instead of waiting again (AIOL_LOOP_INTERRUPTIBLE),
  *     immutable;
- *   - loop->stats.fdmon_waits, loop->stats.fdmon_ctls and
- *     loop->stats.fdmon_arms (under the lock) and loop->stats.bad_fds;
- *   - aiol__check() for misuse, AIOL__HOT for functions on the path of
- *     every iteration, AIOL__NOINLINE for a rare path kept out of a hot
- *     function, and aiol__reserve() to grow an array;
+ *   - loop->stats.fdmon_waits and loop->stats.bad_fds (polling thread),
+ *     loop->stats.fdmon_ctls (any thread, under the lock) and
+ *     loop->stats.fdmon_arms (polling thread, under the lock);
+ *   - aiol__check() for misuse (aiol__fail() where the check is the
+ *     build's), AIOL__HOT for functions on the path of every iteration,
+ *     AIOL__NOINLINE for a rare path kept out of a hot function, and
+ *     aiol__reserve() to grow an array;
+ *   - loop->fdmon, the loop's ops, compared with a monitor's own
+ *     (uring.c: is this loop on io_uring);
  *   - the helpers declared below: aiol__events_to_poll(),
  *     aiol__events_from_poll(), aiol__deadline_to_timespec(),
  *     aiol__fd_reserve(), aiol__fd_list_push(), aiol__fd_list_mark(),
@@ -253,7 +261,7 @@ int aiol__fd_list_mark(int **v, size_t *n, size_t *cap, bool *listed, int fd);
  * @nev (AIOL__EV_*, 0: not registered): one epoll_ctl, none if unchanged;
  * a DEL of an fd already gone and a MOD that needs an ADD are handled.
  * Under the lock (it counts stats.fdmon_ctls).  0 or -errno.  (util.c;
- * the epoll monitor and the poll monitor's embedding mirror use it.)
+ * the poll monitor's embedding mirror uses it.)
  */
 int aiol__epoll_change(aiol_loop *loop, int epfd, int fd, unsigned oev,
                        unsigned nev);

@@ -1,110 +1,24 @@
 /* SPDX-License-Identifier: MIT */
 /*
- * internal.h - what every runtime file of libaioloop needs: misuse checks,
- * small helpers, the handler record, struct aiol_loop and the debug
- * contracts on its lock and thread.
+ * internal.h - what every runtime file of libaioloop needs: the handler
+ * record and struct aiol_loop, with util-priv.h (small helpers) before
+ * them and lock-priv.h (the loop's lock and the debug contracts) after.
  *
  * Nothing here is API.  Internal non-static names start with aiol__.
  * What only one subsystem and its direct callers need lives in that
- * subsystem's private header: loop-priv.h (iteration, walking counter,
- * teardown), bh-priv.h, timer-priv.h, notify-priv.h, busypoll-priv.h,
- * embed-priv.h, uring-priv.h; fdmon.h is the fd-monitor interface, and
- * with this file an fd monitor's whole world.
+ * subsystem's private header (loop-priv.h, bh-priv.h, timer-priv.h,
+ * notify-priv.h, busypoll-priv.h, embed-priv.h, and the monitors'
+ * epoll-priv.h and uring-priv.h); fdmon.h is the fd-monitor interface,
+ * and with this file an fd monitor's whole world.
  */
 #ifndef AIOLOOP_INTERNAL_H
 #define AIOLOOP_INTERNAL_H
 
-#include <assert.h>
 #include <poll.h>
-#include <pthread.h>
 #include <stdatomic.h>
-#include <stdbool.h>
-#include <stddef.h>
-#include <stdint.h>
 #include <sys/types.h>
 
-#include "aioloop/aioloop.h"
-
-/* Misuse check that survives NDEBUG: prints "aioloop: <func>: <msg>" and aborts. */
-#define aiol__check(cond, msg)                                               \
-    do {                                                                     \
-        if (__builtin_expect(!(cond), 0)) {                                  \
-            aiol__fail(__func__, (msg));                                     \
-        }                                                                    \
-    } while (0)
-
-_Noreturn void aiol__fail(const char *func, const char *msg);
-
-/*
- * Functions on the path of every iteration.  GCC and clang put them in
- * .text.hot, which the linker groups: an iteration then runs from a few
- * code pages, which matters where each syscall costs TLB misses: a host
- * loop's iteration runs between syscalls that evict much of the TLB.
- */
-#define AIOL__HOT __attribute__((hot))
-
-/*
- * A path a hot function takes rarely or on its own (a growth, a removal),
- * kept out of line so the hot path saves no registers for it: gcc does
- * not shrink-wrap a function's prologue around its calls.
- */
-#define AIOL__NOINLINE __attribute__((noinline))
-/* Its converse: a hot helper inlined even where gcc would not. */
-#define AIOL__INLINE inline __attribute__((always_inline))
-
-/*
- * The current time, read at most once and only if needed: computing a
- * deadline with no timer or idle bottom half armed reads no clock (a
- * clock read is a visible share of a host loop's iteration).  Local to
- * one call; AIOL__NOW_LAZY starts one, AIOL__NOW_AT(ns) one already read.
- */
-typedef struct aiol__now {
-    bool read;
-    int64_t ns;
-} aiol__now;
-#define AIOL__NOW_LAZY ((aiol__now){ .read = false, .ns = 0 })
-#define AIOL__NOW_AT(t) ((aiol__now){ .read = true, .ns = (t) })
-
-static inline int64_t aiol__now_get(aiol__now *now)
-{
-    if (!now->read) {
-        now->ns = aiol_mono_time_get();
-        now->read = true;
-    }
-    return now->ns;
-}
-
-/*
- * Grows the array *@arrp (a pointer to any element pointer) of *@cap
- * elements of @esize bytes so it holds at least @want, doubling from 64;
- * new elements are zeroed.  0 or -ENOMEM, leaving the array as it was.
- */
-int aiol__reserve_grow(void *arrp, size_t *cap, size_t want, size_t esize);
-
-/* aiol__reserve_grow() behind an inline check: most calls need no growth. */
-static inline int aiol__reserve(void *arrp, size_t *cap, size_t want,
-                                size_t esize)
-{
-    return want <= *cap ? 0 : aiol__reserve_grow(arrp, cap, want, esize);
-}
-
-/* The calling thread's aiol__thread_id(), 0 before its first (util.c). */
-extern _Thread_local uint64_t aiol__tid;
-/* Gives the calling thread its aiol__tid and returns it (util.c). */
-uint64_t aiol__thread_id_assign(void);
-
-/*
- * A number naming the calling thread, never reused in the process (unlike
- * pthread_t values and TIDs, which a new thread may inherit from a dead
- * one).  Never 0.  Inline: the debug contracts ask on every lock and
- * poll, and a thread-local read is all it costs after the first.
- */
-static inline uint64_t aiol__thread_id(void)
-{
-    uint64_t id = aiol__tid;
-
-    return id != 0 ? id : aiol__thread_id_assign();
-}
+#include "util-priv.h" /* (and aioloop/aioloop.h) */
 
 /* Readiness bits, monitor-neutral.  Each monitor translates its own. */
 enum {
@@ -286,9 +200,9 @@ struct aiol_loop {
      * Written under loop->lock by the polling thread; read without it.
      */
     atomic_bool direct;
-    aiol_loop_stats stats; /* polling thread; fdmon_ctls under lock */
+    aiol_loop_stats stats; /* owners: per field, aioloop/loop.h */
 
-    /* Cold from here on. */
+    /* Cold from here on (AIOL__LOOP_HOT_LINES before). */
     /* aiol_loop_block_hooks_set(); polling thread. */
     aiol_block_fn *block_before;
     aiol_block_fn *block_after;
@@ -359,29 +273,24 @@ struct aiol_loop {
     aiol_wakeup_fn *wakeup_fn; /* embedder's wakeup instead of notify_fd */
     void *wakeup_opaque;       /* (both set before other threads use it) */
 
-    /* Busy polling, see busypoll.c. */
     /*
-     * The handlers with a poll callback, dense (handler.c keeps room for
-     * one more before every set: aiol__busy_poll_reserve()).  lock.
+     * Busy polling, see busypoll.c.  The handlers with a poll callback,
+     * dense (handler.c keeps room for one more before every set:
+     * aiol__busy_poll_reserve()).  lock.
      */
     aiol__handler **pollers;
     size_t npollers, pollers_cap; /* lock */
-    /*
-     * Room for the next snapshot, so refreshing it never allocates (a
-     * refresh cut short by ENOMEM would drop handlers whose poll_end is
-     * due): handler.c keeps the larger of pollers_snap_cap and
-     * pollers_spare_cap at least npollers.  lock.
-     */
+    /* Room for the next snapshot, so a refresh never allocates (ENOMEM
+       would drop handlers whose poll_end is due): handler.c keeps
+       max(pollers_snap_cap, pollers_spare_cap) >= npollers.  lock. */
     aiol__handler **pollers_spare;
     size_t pollers_spare_cap;  /* lock */
     atomic_uint pollers_gen;   /* bumped (release) on pollers changes; lock */
     unsigned pollers_snap_gen; /* gen of pollers_snap; polling thread */
     aiol__handler **pollers_snap; /* polling thread; replaced under lock */
     size_t npollers_snap;      /* polling thread */
-    /*
-     * The snapshot's first npollers_active entries are the handlers still
-     * polled; the rest went idle (busypoll.c).  Polling thread.
-     */
+    /* The snapshot's first npollers_active entries are the handlers still
+       polled; the rest went idle (busypoll.c).  Polling thread. */
     size_t npollers_active;
     size_t pollers_snap_cap;   /* polling thread; written under lock */
     int64_t poll_grow, poll_shrink; /* polling thread */
@@ -392,172 +301,15 @@ struct aiol_loop {
                                   the next look is not skipped; polling thread */
 };
 
-/* -------------------------------------------------- debug contracts */
+/* Allocated on a cache line (loop.c); an iteration touches the hot fields
+   alone, which fill AIOL__LOOP_HOT_LINES lines (up to block_before). */
+#define AIOL__LOOP_ALIGN 64
+#define AIOL__LOOP_HOT_LINES 5
+_Static_assert(offsetof(struct aiol_loop, block_before) <=
+                   AIOL__LOOP_HOT_LINES * AIOL__LOOP_ALIGN,
+               "the hot fields of struct aiol_loop outgrew their cache lines");
 
-/*
- * The thread and lock contracts the comments state ("under loop->lock",
- * "polling thread") as assertions.  On in every build with assertions on
- * (meson's default buildtypes, every test build); a release build
- * (-Db_ndebug=true, buildtype=release) compiles them out entirely.
- */
-#ifndef NDEBUG
-#define AIOL__CONTRACTS 1
-#endif
-
-/*
- * Checks that a call on a confined loop comes from its own thread (the
- * contract of AIOL_LOOP_CONFINED in aioloop/loop.h).  Any loop.
- */
-#ifdef AIOL__CONTRACTS
-#define aiol__assert_owner(loop)                                             \
-    assert((!(loop)->confined ||                                             \
-            atomic_load_explicit(&(loop)->owner, memory_order_relaxed) ==    \
-                aiol__thread_id()) &&                                        \
-           "a confined loop (AIOL_LOOP_CONFINED) used from another thread")
-#else
-#define aiol__assert_owner(loop) ((void)(loop))
-#endif
-
-/*
- * The calling thread becomes a confined loop's own thread: at an
- * outermost poll, aiol_loop_owner_set(), aiol_loop_free() and in a fork
- * child's aiol_loop_after_fork() (the handovers of aioloop/loop.h).
- */
-static inline void aiol__owner_take(aiol_loop *loop)
-{
-#ifdef AIOL__CONTRACTS
-    atomic_store_explicit(&loop->owner, aiol__thread_id(),
-                          memory_order_relaxed);
-#else
-    (void)loop;
-#endif
-}
-
-/*
- * loop->lock's contended paths (util.c).  The lock is a futex word of our
- * own, not a pthread mutex: an uncontended take and release are one
- * locked instruction each and a few others, where glibc's mutex spends
- * some fifty instructions per pair on its type, owner and user counts,
- * and every handler change and every wait that harvests events pays
- * them.  aiol__lock_slow() looks a while for a release (the sections are
- * short), then marks the word contended (2) and sleeps on it;
- * aiol__unlock_wake() wakes one sleeper after a release that found the
- * word contended.
- */
-void aiol__lock_slow(atomic_uint *word);
-void aiol__unlock_wake(atomic_uint *word);
-
-/*
- * True while the process has one thread (glibc 2.32 and later: it turns
- * false before a second thread starts).  Then nobody can contend for a
- * lock and a take or release needs no locked instruction, as glibc's own
- * mutex does then: a single-threaded embedder (a Python or Lua program,
- * a one-loop service) pays a plain store.  A lock taken that way is
- * released correctly by the exchange should a thread start meanwhile
- * (the holder does not start threads while it holds the lock).
- */
-#if defined(__has_include)
-#if __has_include(<sys/single_threaded.h>)
-#include <sys/single_threaded.h>
-#define AIOL__ONE_THREAD() (__libc_single_threaded != 0)
-#endif
-#endif
-#ifndef AIOL__ONE_THREAD
-#define AIOL__ONE_THREAD() false
-#endif
-
-/* Takes the futex lock @word (see above). */
-static inline void aiol__mutex_take(atomic_uint *word)
-{
-    unsigned expected = 0;
-
-    if (AIOL__ONE_THREAD()) {
-        assert(atomic_load_explicit(word, memory_order_relaxed) == 0 &&
-               "loop->lock taken twice by its only thread");
-        atomic_store_explicit(word, 1, memory_order_relaxed);
-        return;
-    }
-    /* Acquire pairs with the release exchange in aiol__mutex_give(). */
-    if (!atomic_compare_exchange_strong_explicit(word, &expected, 1,
-                                                 memory_order_acquire,
-                                                 memory_order_relaxed)) {
-        aiol__lock_slow(word);
-    }
-}
-
-/* Releases the futex lock @word, which the caller holds. */
-static inline void aiol__mutex_give(atomic_uint *word)
-{
-    if (AIOL__ONE_THREAD()) {
-        atomic_store_explicit(word, 0, memory_order_relaxed);
-        return;
-    }
-    /* Release pairs with the acquire in aiol__mutex_take(). */
-    if (atomic_exchange_explicit(word, 0, memory_order_release) == 2) {
-        aiol__unlock_wake(word);
-    }
-}
-
-/*
- * Takes loop->lock, noting the holder for aiol__assert_locked().  On a
- * confined loop only its own thread gets here, and nothing is taken.
- */
-static inline void aiol__lock(aiol_loop *loop)
-{
-    aiol__assert_owner(loop);
-    if (!loop->confined) {
-        aiol__mutex_take(&loop->lock);
-        loop->lock_takes++;
-    }
-#ifdef AIOL__CONTRACTS
-    atomic_store_explicit(&loop->lock_owner, aiol__thread_id(),
-                          memory_order_relaxed);
-#endif
-}
-
-/* Checks that the calling thread holds loop->lock. */
-#ifdef AIOL__CONTRACTS
-#define aiol__assert_locked(loop)                                            \
-    assert(atomic_load_explicit(&(loop)->lock_owner, memory_order_relaxed) ==\
-               aiol__thread_id() &&                                          \
-           "loop->lock must be held here")
-#else
-#define aiol__assert_locked(loop) ((void)(loop))
-#endif
-
-static inline void aiol__unlock(aiol_loop *loop)
-{
-#ifdef AIOL__CONTRACTS
-    aiol__assert_locked(loop);
-    atomic_store_explicit(&loop->lock_owner, 0, memory_order_relaxed);
-#endif
-    if (!loop->confined) {
-        aiol__mutex_give(&loop->lock);
-    }
-}
-
-/*
- * Checks a polling-thread call: while a poll of @loop runs, only its
- * thread may make it (a timer armed from another thread would race the
- * run).  Between polls any one thread may, but on a confined loop only
- * its own.
- */
-#ifdef AIOL__CONTRACTS
-#define aiol__assert_poller(loop)                                            \
-    do {                                                                     \
-        assert((atomic_load_explicit(&(loop)->poller,                        \
-                                     memory_order_relaxed) == 0 ||           \
-                atomic_load_explicit(&(loop)->poller,                        \
-                                     memory_order_relaxed) ==                \
-                    aiol__thread_id()) &&                                    \
-               "a polling-thread call from another thread while the loop polls"); \
-        aiol__assert_owner(loop);                                            \
-    } while (0)
-#else
-#define aiol__assert_poller(loop) ((void)(loop))
-#endif
-
-/* ---------------------------------------------------------- handlers */
+#include "lock-priv.h"
 
 /* Handlers of @kind (AIOL__KIND_*) in the table; any thread (relaxed). */
 static inline size_t aiol__kind_count(aiol_loop *loop, unsigned kind)

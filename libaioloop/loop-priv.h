@@ -19,9 +19,6 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
                         bool for_host, const struct pollfd *host,
                         size_t nhost);
 
-/* Dispatches and empties @ready.  Returns whether progress was made. */
-bool aiol__dispatch_ready(aiol_loop *loop, aiol__ready_list *ready);
-
 /*
  * Registers the loop's own internal handler (notifier), whose @read drains
  * its fd (AIOL_FD_DRAINS).  0 or -errno.

@@ -72,12 +72,19 @@ static void loop_teardown(aiol_loop *loop, bool mon_started)
 static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
                       unsigned flags)
 {
-    aiol_loop *loop = calloc(1, sizeof(*loop));
+    aiol_loop *loop;
     int ret;
 
+    assert(mon->init && mon->fini && mon->update && mon->reserve &&
+           mon->wait && "an fd monitor without a required op (fdmon.h)");
+    /* (cache-line aligned: the hot fields fill their lines, internal.h) */
+    loop = aligned_alloc(AIOL__LOOP_ALIGN,
+                         (sizeof(*loop) + AIOL__LOOP_ALIGN - 1) &
+                             ~(size_t)(AIOL__LOOP_ALIGN - 1));
     if (loop == NULL) {
         return -ENOMEM;
     }
+    memset(loop, 0, sizeof(*loop));
     atomic_init(&loop->lock, 0);
     AIOL_LIST_INIT(&loop->deleted);
     AIOL_LIST_INIT(&loop->live);
@@ -302,6 +309,74 @@ static inline bool look_needless(aiol_loop *loop)
     return true;
 }
 
+/*
+ * Step 5's dispatch: the callbacks of the handlers the wait found ready.
+ * The handlers stay valid while it walks, because the walking counter
+ * parks removed ones on the deleted list instead of freeing them, and
+ * marks them deleted first.
+ */
+/*
+ * Runs the callbacks of one ready handler.  Read runs on input, hang-up or
+ * error; write on output or error.  A handler deleted before or between its
+ * callbacks is skipped from then on.
+ */
+AIOL__HOT
+static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
+{
+    unsigned revents = node->revents;
+    bool progress = false;
+
+    loop->stats.handler_visits++;
+    /* Acquire pairs with the release store in retire_locked(). */
+    if (atomic_load_explicit(&node->deleted, memory_order_acquire)) {
+        return false;
+    }
+    if (revents & AIOL__EV_POLL) {
+        aiol_handler_fn *cb = node->ops.poll_ready ? node->ops.poll_ready
+                                                   : node->ops.read;
+        if (cb != NULL) {
+            loop->stats.callbacks++;
+            cb(node->opaque);
+            progress = true;
+        }
+        return progress;
+    }
+    if ((revents & (AIOL__EV_IN | AIOL__EV_HUP | AIOL__EV_ERR)) &&
+        node->ops.read != NULL) {
+        if (node->ops.poll != NULL) {
+            aiol__busy_poll_progress(loop, node);
+        }
+        loop->stats.callbacks++;
+        node->ops.read(node->opaque);
+        progress = !node->internal;
+    }
+    if ((revents & (AIOL__EV_OUT | AIOL__EV_ERR)) && node->ops.write != NULL &&
+        !atomic_load_explicit(&node->deleted, memory_order_acquire)) {
+        loop->stats.callbacks++;
+        node->ops.write(node->opaque);
+        progress = true;
+    }
+    return progress;
+}
+
+AIOL__HOT
+static bool dispatch_ready(aiol_loop *loop, aiol__ready_list *ready)
+{
+    aiol__handler *node;
+    bool progress = false;
+
+    /*
+     * Pop from the head each time: a callback may take any other handler
+     * off this list (a nested poll stealing it) and we never hold a
+     * pointer to a successor.
+     */
+    while ((node = AIOL_LIST_FIRST(ready)) != NULL) {
+        AIOL_LIST_REMOVE(node, node_ready);
+        progress |= dispatch_handler(loop, node);
+    }
+    return progress;
+}
+
 AIOL__HOT
 bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
                         bool for_host, const struct pollfd *host, size_t nhost)
@@ -384,7 +459,7 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     progress = aiol__phases_dispatch(loop, true);
     progress |= aiol__bh_poll(loop);
     if (!AIOL_LIST_EMPTY(&ready)) {
-        progress |= aiol__dispatch_ready(loop, &ready);
+        progress |= dispatch_ready(loop, &ready);
     }
     if (loop->fdmon->requests != NULL) {
         progress |= loop->fdmon->requests->dispatch(loop);
@@ -427,8 +502,10 @@ void aiol_loop_stats_get(const aiol_loop *loop, aiol_loop_stats *out)
 {
     aiol__check(loop != NULL, "loop is NULL");
     aiol__check(out != NULL, "out is NULL");
-    /* Every field is the polling thread's but notify_kicks, which any
-     * notifying thread increments: read atomically, the rest copied. */
+    /* notify_kicks, which any notifying thread increments, is read
+     * atomically; the rest is copied (the polling thread's, and
+     * fdmon_ctls, written under the lock: the caller is the polling
+     * thread or the loop is idle, as loop.h asks). */
     const size_t at = offsetof(aiol_loop_stats, notify_kicks);
     const size_t end = at + sizeof(out->notify_kicks);
 

@@ -2,7 +2,8 @@
 /*
  * uring-net.c - completion-based socket I/O on the loop's ring
  * (aioloop/uring.h): provided-buffer groups, multishot receives and whole
- * sends, built on the request engine (uring-req.c).
+ * sends, built on the request engine (uring-req.c), which is all it
+ * calls.  uring.c binds the ring before each public call.
  *
  * Buffer groups.  A group is COUNT buffers of SIZE bytes in one block,
  * and a buffer ring (io_uring_buf_ring, page-aligned memory of our own)
@@ -148,8 +149,7 @@ int aiol__uring_bufs_new(aiol_loop *loop, unsigned count, unsigned size,
         b->bgid = s->next_bgid++;
     } while (bgid_used(s, b->bgid));
     bufs_fill(b);
-    aiol__uring_ring_bind(loop, s); /* (a bound ring takes its owner's) */
-    ret = bufs_register(b, &s->ring);
+    ret = bufs_register(b, &s->ring); /* (a bound ring: its owner's, bound) */
     if (ret < 0) {
         goto fail;
     }
@@ -165,6 +165,11 @@ fail:
     return ret;
 }
 
+aiol_loop *aiol__uring_bufs_loop_get(const aiol_uring_bufs *b)
+{
+    return b->loop;
+}
+
 void aiol__uring_bufs_free(aiol_uring_bufs *b)
 {
     aiol__uring_state *s = state_of(b->loop);
@@ -172,7 +177,6 @@ void aiol__uring_bufs_free(aiol_uring_bufs *b)
     aiol__check(b->users == 0,
                 "a buffer group freed while a receive still uses it");
     AIOL_LIST_REMOVE(b, link);
-    aiol__uring_ring_bind(b->loop, s);
     (void)io_uring_unregister_buf_ring(&s->ring, b->bgid);
     bufs_release(b);
 }

@@ -10,6 +10,10 @@
  * oldest, so a nested poll continues the queue as it does bottom halves.
  * At loop teardown every request still in flight is cancelled and waited
  * for, and its callback runs, before anything else is torn down.
+ *
+ * Calls uring-reap.c, uring-poll.c and uring-ring.c.  Its callers have
+ * bound the ring to the calling thread (aiol__uring_bind()): uring.c's
+ * public calls and the monitor's dispatch and quiesce ops.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -17,41 +21,6 @@
 
 #include "fdmon.h"
 #include "uring-priv.h"
-
-struct aiol_uring_req {
-    aiol_loop *loop;                      /* immutable */
-    aiol_cqe_fn *done;                    /* immutable */
-    void *opaque;                         /* immutable */
-    AIOL_LIST_ENTRY(aiol_uring_req) link; /* s->inflight; polling thread */
-};
-
-/* A completion waiting to be dispatched. */
-struct aiol__uring_done {
-    aiol_uring_req *req;
-    int res;
-    uint32_t flags;
-};
-
-bool aiol__uring_req_complete(aiol__uring_state *s, aiol_uring_req *req,
-                              int res, uint32_t flags)
-{
-    if (s->ndone == s->done_cap && s->done_head > 0) {
-        /* (dispatch indexes through done_head: safe to move) */
-        memmove(s->done, s->done + s->done_head,
-                (s->ndone - s->done_head) * sizeof(*s->done));
-        s->ndone -= s->done_head;
-        s->done_head = 0;
-    }
-    if (aiol__reserve(&s->done, &s->done_cap, s->ndone + 1,
-                      sizeof(*s->done)) < 0) {
-        return false;
-    }
-    if (!(flags & IORING_CQE_F_MORE)) {
-        AIOL_LIST_REMOVE(req, link);
-    }
-    s->done[s->ndone++] = (aiol__uring_done){ req, res, flags };
-    return true;
-}
 
 bool aiol__uring_reqs_dispatch(aiol_loop *loop)
 {
@@ -90,7 +59,6 @@ int aiol__uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
         (req = malloc(sizeof(*req))) == NULL) {
         return -ENOMEM;
     }
-    aiol__uring_ring_bind(loop, s); /* getting an SQE may submit */
     req->loop = loop;
     req->done = done;
     req->opaque = opaque;
@@ -114,7 +82,6 @@ int aiol__uring_cancel(aiol_uring_req *req)
     struct io_uring_sqe *sqe;
 
     aiol__assert_poller(req->loop);
-    aiol__uring_ring_bind(req->loop, s);
     sqe = aiol__uring_sqe_get(s);
 
     io_uring_prep_cancel64(sqe, (uint64_t)(uintptr_t)req, 0);
@@ -165,7 +132,6 @@ int aiol__uring_drain(aiol_loop *loop)
     aiol__uring_state *s = loop->fdmon_state;
 
     if (s->npending != 0) {
-        aiol__uring_ring_bind(loop, s);
         drain_requests(loop, s);
     }
     return s->npending == 0 ? 0 : -EIO;
@@ -187,7 +153,6 @@ void aiol__uring_reqs_quiesce(aiol_loop *loop)
     if (s->npending == 0) {
         return;
     }
-    aiol__uring_ring_bind(loop, s);
     AIOL_LIST_FOREACH(req, &s->inflight, link) {
         aiol__uring_cancel(req);
     }
@@ -201,7 +166,6 @@ int aiol__uring_flush(aiol_loop *loop)
     if (io_uring_sq_ready(&s->ring) == 0) {
         return 0;
     }
-    aiol__uring_ring_bind(loop, s);
     loop->stats.fdmon_waits++;
     return io_uring_submit(&s->ring);
 }

@@ -1,8 +1,9 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * uring-ring.c - the io_uring monitor's ring: creating it bound or
- * shared, binding it to its polling thread, rebuilding it shared, and
- * entering the kernel.
+ * shared, enabling it for its polling thread, entering the kernel, and
+ * closing or forgetting it.  Calls nothing of the monitor's; the decision
+ * to bind or rebuild is the monitor's (aiol__uring_bind()).
  *
  * Setup.  The ring starts "bound": SINGLE_ISSUER|DEFER_TASKRUN|TASKRUN_FLAG
  * (6.1+), created disabled and enabled by the first thread that polls it,
@@ -88,58 +89,13 @@ struct io_uring_sqe *aiol__uring_sqe_get(aiol__uring_state *s)
     return sqe;
 }
 
-int aiol__uring_ring_rebuild_shared(aiol_loop *loop, aiol__uring_state *s)
+void aiol__uring_ring_enable(aiol_loop *loop, aiol__uring_state *s)
 {
-    struct io_uring fresh;
-    int ret;
-
-    if (s->npending != 0) {
-        return -EBUSY;
-    }
-    ret = aiol__uring_ring_create(s, &fresh, true);
-    if (ret < 0) {
-        s->shared = false; /* (set by the create, for the fresh ring) */
-        return ret;
-    }
-    ret = aiol__uring_bufs_move(s, &fresh);
-    if (ret < 0) {
-        io_uring_queue_exit(&fresh);
-        s->shared = false;
-        (void)aiol__uring_bufs_move(s, &s->ring); /* (their rings were reset) */
-        return ret;
-    }
-    io_uring_queue_exit(&s->ring); /* cancels the old ring's polls */
-    s->ring = fresh;
-    aiol__lock(loop);
-    aiol__uring_polls_rearm(loop, s);
-    aiol__unlock(loop);
-    return 0;
-}
-
-void aiol__uring_ring_bind(aiol_loop *loop, aiol__uring_state *s)
-{
-    uint64_t self = aiol__thread_id();
-
-    if (s->shared || (s->bound && s->owner == self)) {
-        return;
-    }
-    if (s->bound) {
-        int ret = aiol__uring_ring_rebuild_shared(loop, s);
-
-        aiol__check(ret != -EBUSY,
-                    "io_uring requests are in flight on a ring bound to "
-                    "another thread: complete them there before another "
-                    "thread polls or frees the loop");
-        aiol__check(ret == 0,
-                    "cannot create a shared io_uring ring for a new thread "
-                    "(out of fds or memory)");
-        return;
-    }
     /* io_uring_enable_rings() is declared but not exported by liburing 2.3. */
     aiol__check(io_uring_register((unsigned)s->ring.ring_fd,
                                   IORING_REGISTER_ENABLE_RINGS, NULL, 0) == 0,
                 "cannot enable the io_uring ring");
-    s->owner = self;
+    s->owner = aiol__thread_id();
     s->bound = true;
     if (loop->single_thread) {
         s->registered = io_uring_register_ring_fd(&s->ring) == 1;
@@ -177,7 +133,7 @@ void aiol__uring_ring_close(aiol__uring_state *s)
 /*
  * The ring is the parent's: bound to a parent thread (SINGLE_ISSUER; and
  * this thread's aiol__thread_id() is the forking thread's, so
- * aiol__uring_ring_bind() would think it the owner), its fd maybe
+ * aiol__uring_bind() would think it the owner), its fd maybe
  * registered in a parent thread's table, its SQ and CQ rings shared
  * memory.  So no io_uring_enter or register (io_uring_queue_exit() may
  * unregister the ring fd), and no write into the rings: unmap the child's

@@ -1,8 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /*
  * uring.c - the public request API of aioloop/uring.h.  The work is done by
- * the io_uring monitor (fdmon-io_uring.c); on any other fd monitor, or when
- * built without liburing, these calls report -ENOTSUP.
+ * the io_uring monitor: each call binds its ring to the calling thread
+ * (fdmon-io_uring.c), then goes to the requests (uring-req.c) or the socket
+ * I/O on them (uring-net.c).  On any other fd monitor, or when built
+ * without liburing, these calls report -ENOTSUP.
  */
 #include <errno.h>
 
@@ -28,6 +30,7 @@ int aiol_uring_submit(aiol_loop *loop, aiol_sqe_prep_fn *prep,
     }
     aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(loop);
     return aiol__uring_submit(loop, prep, done, opaque, out);
 #else
     (void)opaque;
@@ -40,6 +43,7 @@ int aiol_uring_cancel(aiol_uring_req *req)
 {
     aiol__check(req != NULL, "req is NULL");
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(req->loop);
     return aiol__uring_cancel(req);
 #else
     aiol__fail(__func__, "no io_uring request can exist in this build");
@@ -53,6 +57,7 @@ int aiol_uring_flush(aiol_loop *loop)
     }
     aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(loop);
     return aiol__uring_flush(loop);
 #else
     return -ENOTSUP;
@@ -66,6 +71,7 @@ int aiol_uring_drain(aiol_loop *loop)
     }
     aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(loop);
     return aiol__uring_drain(loop);
 #else
     return -ENOTSUP;
@@ -91,6 +97,7 @@ int aiol_uring_bufs_new(aiol_loop *loop, unsigned count, unsigned size,
     }
     aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(loop);
     return aiol__uring_bufs_new(loop, count, size, out);
 #else
     (void)count;
@@ -105,6 +112,7 @@ void aiol_uring_bufs_free(aiol_uring_bufs *bufs)
         return;
     }
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(aiol__uring_bufs_loop_get(bufs));
     aiol__uring_bufs_free(bufs);
 #else
     aiol__fail(__func__, "no buffer group can exist in this build");
@@ -122,6 +130,7 @@ int aiol_uring_recv_submit(aiol_loop *loop, int fd, aiol_uring_bufs *bufs,
     }
     aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(loop);
     return aiol__uring_recv_submit(loop, fd, bufs, cb, opaque, out);
 #else
     (void)opaque;
@@ -151,6 +160,7 @@ int aiol_uring_send_submit(aiol_loop *loop, int fd, const void *buf, size_t len,
     }
     aiol__assert_poller(loop);
 #ifdef AIOL_HAVE_IO_URING
+    aiol__uring_bind(loop);
     return aiol__uring_send_submit(loop, fd, buf, len, done, opaque);
 #else
     (void)opaque;

@@ -13,9 +13,7 @@
 
 _Noreturn void aiol__fail(const char *func, const char *msg)
 {
-    fprintf(stderr, "aioloop: %s: %s\n", func, msg);
-    fflush(stderr);
-    abort();
+    aiol__fail_in("aioloop", func, msg);
 }
 
 _Thread_local uint64_t aiol__tid;

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""Holds every fd monitor (libaioloop/fdmon-*.c and the files a monitor
-split into, OWN_HEADERS below) to what fdmon.h names.
+"""Holds every fd monitor (libaioloop/fdmon-*.c and every file that
+includes one of their private headers: the files a monitor is split into)
+to what fdmon.h names, and its files to calling one way.
 
 libaioloop/fdmon.h says that it and internal.h are an fd monitor's whole
 world, and lists what of the loop a monitor may use.  This check makes
@@ -15,7 +16,10 @@ the list true:
     monitor's own private header (OWN_HEADERS below); ``AIOL__EV_*`` in
     fdmon.h allows every name with that prefix;
   - of libaioloop's private headers a monitor includes only fdmon.h and
-    its own.
+    its own;
+  - no two files of one monitor call each other (``aiol__*`` functions one
+    defines and the other calls, both ways): the files of a monitor call
+    one way, as its private header lists them.
 
 Comments in the monitor are ignored: only code counts.  Usage:
 check-fdmon.py [SOURCE_ROOT]; exits 1 listing every violation.
@@ -24,21 +28,18 @@ import os
 import re
 import sys
 
-# A monitor split into several files shares a private header of its own;
-# every file of the monitor is held to the same list.
-OWN_HEADERS = {
-    "fdmon-epoll.c": ["epoll-priv.h"],
-    "epoll-removal.c": ["epoll-priv.h"],
-    "fdmon-io_uring.c": ["uring-priv.h"],
-    "uring-ring.c": ["uring-priv.h"],
-    "uring-req.c": ["uring-priv.h"],
-}
+# A monitor split into several files shares a private header of its own
+# (a header a fdmon-*.c includes besides fdmon.h); every file that
+# includes it is one of the monitor's files, held to the same list.
 
 COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
 STRING = re.compile(r'"(?:\\.|[^"\\\n])*"')
 FIELD = re.compile(r"\bloop->([A-Za-z_][A-Za-z0-9_]*)(?:\.([A-Za-z_][A-Za-z0-9_]*))?")
 NAME = re.compile(r"\b(?:aiol__|AIOL__)[A-Za-z0-9_]*\*?")
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
+DEFINED = re.compile(r"^(?!static)[A-Za-z_][\w \*]*?\b(aiol__\w+)\s*\([^;{]*\)\s*\{",
+                     re.M)
+CALLED = re.compile(r"\b(aiol__\w+)\s*\(")
 
 
 def read(path):
@@ -64,6 +65,27 @@ def fields_in(comments):
     return allowed
 
 
+def one_way(lib, private, own_of):
+    """Two files of one monitor (sharing its private header) that call
+    each other's aiol__ functions."""
+    errors = []
+    for header in sorted(private):
+        files = [f for f, own in own_of.items() if header in own]
+        code = {f: COMMENT.sub("", read(os.path.join(lib, f))) for f in files}
+        home = {name: f for f in files for name in DEFINED.findall(code[f])}
+        calls = {}
+        for f in files:
+            for name in set(CALLED.findall(code[f])):
+                if home.get(name, f) != f:
+                    calls.setdefault((f, home[name]), set()).add(name)
+        for (a, b), names in sorted(calls.items()):
+            if a < b and (b, a) in calls:
+                errors.append(f"{a} and {b} call each other ({header}): "
+                              f"{a} calls {', '.join(sorted(names))}; {b} "
+                              f"calls {', '.join(sorted(calls[(b, a)]))}")
+    return errors
+
+
 def check(root):
     lib = os.path.join(root, "libaioloop")
     fdmon = read(os.path.join(lib, "fdmon.h"))
@@ -71,13 +93,23 @@ def check(root):
     allowed_fields = fields_in(comments)
     exact, prefixes = names_in(fdmon)
     errors = []
-    monitors = sorted(set(f for f in os.listdir(lib)
-                          if f.startswith("fdmon-") and f.endswith(".c")) |
-                      set(OWN_HEADERS))
-    if not monitors:
+    sources = sorted(f for f in os.listdir(lib) if f.endswith(".c"))
+    mains = [f for f in sources if f.startswith("fdmon-")]
+    if not mains:
         return ["no libaioloop/fdmon-*.c found under " + root]
+    private = {inc for f in mains for inc in
+               INCLUDE.findall(COMMENT.sub("", read(os.path.join(lib, f))))
+               if inc.endswith("-priv.h")}
+    own_of = {}
+    for f in sources:
+        incs = INCLUDE.findall(COMMENT.sub("", read(os.path.join(lib, f))))
+        own = [h for h in incs if h in private]
+        if own or f in mains:
+            own_of[f] = own
+    monitors = sorted(own_of)
+    errors += one_way(lib, private, own_of)
     for mon in monitors:
-        own = OWN_HEADERS.get(mon, [])
+        own = own_of[mon]
         m_exact, m_prefixes = set(exact), set(prefixes)
         for h in own:
             e, p = names_in(read(os.path.join(lib, h)))

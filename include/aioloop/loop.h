@@ -29,10 +29,12 @@ typedef struct aiol_loop aiol_loop;
 
 /**
  * Counters a loop keeps about its own work.  They exist so tests can assert
- * complexity by counting work instead of timing it.  Updated by the polling
- * thread (fdmon_ctls: under the loop's handler lock); read them from the
- * polling thread or while the loop is idle.  New fields are only ever added
- * at the end.
+ * complexity by counting work instead of timing it.  The polling thread
+ * updates them, except fdmon_ctls, which any thread that changes a handler
+ * updates under the loop's handler lock, and notify_kicks, which any
+ * notifying thread increments atomically.  Read them (aiol_loop_stats_get())
+ * from the polling thread or while the loop is idle.  New fields are only
+ * ever added at the end.
  */
 typedef struct aiol_loop_stats {
     uint64_t iterations;     /**< poll calls, nested ones included */

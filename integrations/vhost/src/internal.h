@@ -16,14 +16,10 @@
 #include "aioloop/bh.h"
 
 #include "aioloop/vhost.h"
+#include "check-priv.h" /* (libaioloop's) */
 
 /* Misuse check that survives NDEBUG: "aioloop-vhost: <func>: <msg>", abort. */
-#define aiol__vhost_check(cond, msg)                                         \
-    do {                                                                     \
-        if (__builtin_expect(!(cond), 0)) {                                  \
-            aiol__vhost_fail(__func__, (msg));                               \
-        }                                                                    \
-    } while (0)
+#define aiol__vhost_check(cond, msg) AIOL__CHECK_IN(aiol__vhost_fail, cond, msg)
 
 _Noreturn void aiol__vhost_fail(const char *func, const char *msg);
 

@@ -29,8 +29,7 @@
 
 _Noreturn void aiol__vhost_fail(const char *func, const char *msg)
 {
-    fprintf(stderr, "aioloop-vhost: %s: %s\n", func, msg);
-    abort();
+    aiol__fail_in("aioloop-vhost", func, msg);
 }
 
 static void on_listen(void *opaque);

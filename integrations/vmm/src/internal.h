@@ -8,14 +8,10 @@
 #define AIOLOOP_VMM_INTERNAL_H
 
 #include "aioloop/vmm.h"
+#include "check-priv.h" /* (libaioloop's) */
 
 /* Misuse check that survives NDEBUG: "aioloop-vmm: <func>: <msg>", abort. */
-#define aiol__vmm_check(cond, msg)                                           \
-    do {                                                                     \
-        if (__builtin_expect(!(cond), 0)) {                                  \
-            aiol__vmm_fail(__func__, (msg));                                 \
-        }                                                                    \
-    } while (0)
+#define aiol__vmm_check(cond, msg) AIOL__CHECK_IN(aiol__vmm_fail, cond, msg)
 
 _Noreturn void aiol__vmm_fail(const char *func, const char *msg);
 

@@ -19,9 +19,7 @@
 
 _Noreturn void aiol__vmm_fail(const char *func, const char *msg)
 {
-    fprintf(stderr, "aioloop-vmm: %s: %s\n", func, msg);
-    fflush(stderr);
-    abort();
+    aiol__fail_in("aioloop-vmm", func, msg);
 }
 
 static int sys_ioctl(void *opaque, int fd, unsigned long request, void *arg)
