@@ -362,12 +362,28 @@ function T.test_run_and_stop()
   end)
 end
 
+-- A notify made while nobody polls (a Lua state has one thread) finds no
+-- sleeper: it writes no wakeup fd, so notify_kicks stays (aiol_loop_stats
+-- counts the notifies that had to), yet the next blocking poll does not
+-- wait, here for a timer a second away.  (The kick a poll that may sleep
+-- costs: tests/test_embed.c, a notify between prepare and check.)
 function T.test_notify()
   with_loop(function(loop)
+    local fired = false
+    local t = loop:call_later(1, function() fired = true end)
+    local s0 = loop:stats()
     loop:notify()
-    loop:poll(false)   -- (a notify is no progress, and wakes a sleeper)
-    local s = loop:stats()
-    assert(s.notify_kicks >= 0)
+    loop:notify()
+    local progress = loop:poll(true)
+    local s1 = loop:stats()
+    assert(s1.notify_kicks == s0.notify_kicks,
+           ("%d notify kicks with no poll to wake"):format(
+             s1.notify_kicks - s0.notify_kicks))
+    assert(not fired and s1.timer_runs == s0.timer_runs,
+           "the poll slept through the notify, until the timer")
+    assert(progress == false, "a notify counted as progress")
+    assert(s1.iterations - s0.iterations == 1)
+    t:cancel()
   end)
 end
 
