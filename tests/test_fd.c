@@ -438,21 +438,6 @@ static void test_refused_fd(void **state)
 
 /* -------------------------------------------------- large fd numbers */
 
-/* Raises the soft RLIMIT_NOFILE to at least @p need if the hard one allows. */
-static bool ensure_nofile(rlim_t need)
-{
-    struct rlimit rl;
-
-    if (getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_max < need) {
-        return false;
-    }
-    if (rl.rlim_cur < need) {
-        rl.rlim_cur = rl.rlim_max;
-        return setrlimit(RLIMIT_NOFILE, &rl) == 0;
-    }
-    return true;
-}
-
 #define BIG_FD 15000
 
 static void test_fd_table_growth(void **state)
@@ -462,10 +447,6 @@ static void test_fd_table_growth(void **state)
     th big, small;
 
     (void)state;
-    if (!ensure_nofile(BIG_FD + 1)) {
-        print_message("RLIMIT_NOFILE too low for fd %d\n", BIG_FD);
-        skip();
-    }
     loop = tu_loop_new();
     low = tu_eventfd();
     efd = tu_eventfd();
@@ -513,10 +494,6 @@ static void test_dispatch_visits_only_ready(void **state)
     const int hot = MANY / 2;
 
     (void)state;
-    if (!ensure_nofile(MANY + 100)) {
-        print_message("RLIMIT_NOFILE too low for %d fds\n", MANY);
-        skip();
-    }
     loop = tu_loop_new();
     hs = calloc(MANY, sizeof(*hs));
     assert_non_null(hs);
@@ -714,7 +691,64 @@ static void test_fdmon_environment_names(void **state)
 
 #define T(f) cmocka_unit_test_setup(f, th_reset)
 
-int main(void)
+/*
+ * The cases that need more fds than a soft RLIMIT_NOFILE of 1024 allows
+ * run alone, `test-fd NAME` (meson: fd-NAME-*), after raising the soft
+ * limit to the hard one; a hard limit too low as well makes the run a
+ * skip (77) that says so.
+ */
+static const struct {
+    const char *name;
+    struct CMUnitTest test;
+    rlim_t need;
+} nofile_cases[] = {
+    { "many", T(test_dispatch_visits_only_ready), MANY + 100 },
+    { "big", T(test_fd_table_growth), BIG_FD + 1 },
+};
+
+static int run_nofile_case(const char *name)
+{
+    struct CMUnitTest one[1];
+    struct rlimit rl;
+    char group[64];
+
+    for (size_t i = 0; i < sizeof(nofile_cases) / sizeof(nofile_cases[0]);
+         i++) {
+        if (strcmp(nofile_cases[i].name, name) != 0) {
+            continue;
+        }
+        if (getrlimit(RLIMIT_NOFILE, &rl) != 0) {
+            fprintf(stderr, "getrlimit: %s\n", strerror(errno));
+            return 1;
+        }
+        if (rl.rlim_max < nofile_cases[i].need) {
+            printf("SKIP: %s needs RLIMIT_NOFILE %llu; the hard limit is "
+                   "%llu\n", nofile_cases[i].test.name,
+                   (unsigned long long)nofile_cases[i].need,
+                   (unsigned long long)rl.rlim_max);
+            return TU_EXIT_SKIP;
+        }
+        if (rl.rlim_cur < nofile_cases[i].need) {
+            printf("RLIMIT_NOFILE: soft %llu raised to the hard %llu\n",
+                   (unsigned long long)rl.rlim_cur,
+                   (unsigned long long)rl.rlim_max);
+            rl.rlim_cur = rl.rlim_max;
+            if (setrlimit(RLIMIT_NOFILE, &rl) != 0) {
+                fprintf(stderr, "setrlimit: %s\n", strerror(errno));
+                return 1;
+            }
+        }
+        fflush(stdout);
+        snprintf(group, sizeof(group), "fd-%s-%s", name,
+                 tu_fdmon_requested() ? tu_fdmon_requested() : "default");
+        one[0] = nofile_cases[i].test;
+        return cmocka_run_group_tests_name(group, one, NULL, NULL);
+    }
+    fprintf(stderr, "test-fd: no case %s\n", name);
+    return 2;
+}
+
+int main(int argc, char **argv)
 {
     const struct CMUnitTest tests[] = {
         T(test_add_replace_remove),
@@ -724,8 +758,6 @@ int main(void)
         T(test_poll_return_value),
         T(test_closed_fd),
         T(test_refused_fd),
-        T(test_fd_table_growth),
-        T(test_dispatch_visits_only_ready),
         T(test_free_with_handlers),
         T(test_null_loop_aborts),
         T(test_rearm_same_events),
@@ -735,6 +767,9 @@ int main(void)
 
     /* exits 77 here, before any test runs, when the fd monitor is missing */
     aiol_loop_free(tu_loop_new());
+    if (argc == 2) {
+        return run_nofile_case(argv[1]);
+    }
     snprintf(name, sizeof(name), "fd-%s",
              tu_fdmon_requested() ? tu_fdmon_requested() : "default");
     return cmocka_run_group_tests_name(name, tests, NULL, NULL);
