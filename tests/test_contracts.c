@@ -5,12 +5,14 @@
  * The thread contracts of the headers ("polling thread", "one thread
  * polls at a time") are assertions in builds with assertions on (every
  * test build; internal.h, AIOL__CONTRACTS).  Each case breaks one in a
- * forked child, from a second thread while the first sits in a blocking
- * poll (or between polls, for a thread-confined loop's own thread), and
+ * forked child, from a second thread while the first is inside a poll
+ * (or between polls, for a thread-confined loop's own thread), and
  * checks the child aborted with the assertion's message.  In a
  * build with NDEBUG the assertions are compiled out and the suite skips;
  * under TSan too, which reports the (deliberate) race before the assert.
- * Once per fd monitor.
+ * The second thread acts once the first runs a bottom half inside its
+ * poll (it parks there), so no sleep decides whether the poll is under
+ * way.  Once per fd monitor.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -41,10 +43,20 @@
 #endif
 #endif
 
+/*
+ * A thread parked inside a poll of its loop: a bottom half scheduled
+ * before the poll tells the starting thread it runs, then never returns,
+ * so the loop stays inside that poll (as the contracts see it: a poll
+ * under way on the poller) for as long as the case runs.  The child
+ * process ends with it.
+ */
 typedef struct poller {
     aiol_loop *loop;
+    aiol_bh *park;
     pthread_t thread;
-    volatile int inside; /* set by the poller right before it blocks */
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    bool inside; /* under mu: the bottom half runs */
 } poller;
 
 static void on_noop(void *opaque)
@@ -52,32 +64,50 @@ static void on_noop(void *opaque)
     (void)opaque;
 }
 
-static void *poll_forever(void *arg)
+static void park_in_poll(void *opaque)
+{
+    poller *p = opaque;
+
+    pthread_mutex_lock(&p->mu);
+    p->inside = true;
+    pthread_cond_signal(&p->cv);
+    for (;;) {
+        pthread_cond_wait(&p->cv, &p->mu);
+    }
+}
+
+static void *poll_parked(void *arg)
 {
     poller *p = arg;
 
-    p->inside = 1;
-    for (;;) {
-        aiol_loop_poll(p->loop, true);
-    }
-    return NULL;
+    aiol_loop_poll(p->loop, true);
+    fprintf(stderr, "the poll returned without running its bottom half\n");
+    abort();
 }
 
-/* Starts a thread that blocks in aiol_loop_poll() on a new loop. */
+/*
+ * Starts a thread polling a new loop and returns once that thread is
+ * inside the poll.
+ */
 static void poller_start_flags(poller *p, unsigned flags)
 {
-    if (aiol_loop_new_flags(&p->loop, tu_fdmon_requested(), flags) != 0) {
+    if (aiol_loop_new_flags(&p->loop, tu_fdmon_requested(), flags) != 0 ||
+        aiol_bh_new(p->loop, park_in_poll, p, &p->park) != 0) {
         _exit(3);
     }
-    p->inside = 0;
-    if (pthread_create(&p->thread, NULL, poll_forever, p) != 0) {
+    pthread_mutex_init(&p->mu, NULL);
+    pthread_cond_init(&p->cv, NULL);
+    p->inside = false;
+    aiol_bh_schedule(p->park); /* (this thread makes the loop: its owner) */
+    if (pthread_create(&p->thread, NULL, poll_parked, p) != 0) {
         fprintf(stderr, "pthread_create failed\n");
         abort();
     }
+    pthread_mutex_lock(&p->mu);
     while (!p->inside) {
-        usleep(1000);
+        pthread_cond_wait(&p->cv, &p->mu);
     }
-    usleep(20000); /* well inside the blocking wait now */
+    pthread_mutex_unlock(&p->mu);
 }
 
 static void poller_start(poller *p)
