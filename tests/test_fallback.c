@@ -40,32 +40,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/prctl.h>
-#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <linux/audit.h>
-#include <linux/filter.h>
-#include <linux/seccomp.h>
-
 #include "aioloop/aioloop.h"
+#include "refuse.h"
 #include "testutil.h"
-
-#if defined(__x86_64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_X86_64
-#elif defined(__aarch64__)
-#define TEST_AUDIT_ARCH AUDIT_ARCH_AARCH64
-#endif
 
 /* Child exit status meaning "seccomp is not available here". */
 #define CHILD_NO_SECCOMP 77
-
-/* Which syscalls the child's filter fails, and with what (0: allowed). */
-typedef struct blocks {
-    int uring_errno;
-    int epoll_errno;
-} blocks;
 
 /* ------------------------------------------------------- in the child */
 
@@ -81,55 +64,6 @@ static int child_failures;
             child_failures++;                                                \
         }                                                                    \
     } while (0)
-
-#ifdef TEST_AUDIT_ARCH
-/* Installs the filter.  0, or -errno when seccomp is unavailable. */
-static int install_filter(const blocks *b)
-{
-    struct sock_filter f[16];
-    unsigned n = 0;
-    struct sock_fprog prog;
-
-    /* another architecture's syscall numbers mean something else: allow */
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                          offsetof(struct seccomp_data, arch));
-    f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                          TEST_AUDIT_ARCH, 1, 0);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_LD | BPF_W | BPF_ABS,
-                                          offsetof(struct seccomp_data, nr));
-    if (b->uring_errno != 0) {
-        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                              __NR_io_uring_setup, 0, 1);
-        f[n++] = (struct sock_filter)BPF_STMT(
-            BPF_RET | BPF_K,
-            SECCOMP_RET_ERRNO | ((unsigned)b->uring_errno & SECCOMP_RET_DATA));
-    }
-    if (b->epoll_errno != 0) {
-        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                              __NR_epoll_create1, 0, 1);
-        f[n++] = (struct sock_filter)BPF_STMT(
-            BPF_RET | BPF_K,
-            SECCOMP_RET_ERRNO | ((unsigned)b->epoll_errno & SECCOMP_RET_DATA));
-#ifdef __NR_epoll_create
-        f[n++] = (struct sock_filter)BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K,
-                                              __NR_epoll_create, 0, 1);
-        f[n++] = (struct sock_filter)BPF_STMT(
-            BPF_RET | BPF_K,
-            SECCOMP_RET_ERRNO | ((unsigned)b->epoll_errno & SECCOMP_RET_DATA));
-#endif
-    }
-    f[n++] = (struct sock_filter)BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW);
-
-    prog.len = (unsigned short)n;
-    prog.filter = f;
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 ||
-        prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog) != 0) {
-        return -errno;
-    }
-    return 0;
-}
-#endif
 
 static void count_read(void *opaque)
 {
@@ -189,19 +123,15 @@ static void check_new_fails(const char *name, int err)
     }
 }
 
-static void child_main(const blocks *b)
+static void child_main(const tu_refusals *b)
 {
-#ifdef TEST_AUDIT_ARCH
-    int rc = install_filter(b);
+    int rc = tu_refuse(b);
 
     if (rc < 0) {
         fprintf(stderr, "child: cannot install a seccomp filter: %s\n",
                 strerror(-rc));
         exit(CHILD_NO_SECCOMP);
     }
-#else
-    exit(CHILD_NO_SECCOMP);
-#endif
     unsetenv("AIOLOOP_FDMON");
     unsetenv("AIOLOOP_BACKEND"); /* its old name */
     if (b->uring_errno != 0) {
@@ -249,7 +179,7 @@ static void child_entry(void *arg)
 
 static void run_child(int uring_errno, int epoll_errno)
 {
-    blocks b = { uring_errno, epoll_errno };
+    tu_refusals b = { uring_errno, epoll_errno };
     char err[4096];
     int status = tu_run_child(child_entry, &b, err, sizeof(err));
 
@@ -326,7 +256,7 @@ int main(void)
     int rc;
 
     print_io_uring_disabled();
-#ifndef TEST_AUDIT_ARCH
+#ifndef TU_REFUSE_SUPPORTED
     printf("SKIP: no seccomp architecture constant for this machine\n");
     return TU_EXIT_SKIP;
 #endif

@@ -4,9 +4,10 @@
 -- from 1 until the call stops failing: fault.arm(n) makes the n-th
 -- allocation and all after it fail until fault.disarm().  A call that
 -- raised must have left nothing behind; one that returned must have done
--- all it said; the loop stays usable throughout.
+-- all it said; the loop stays usable throughout.  Exits 77 (a skip) if
+-- the fd monitor cannot start here (fdmon_or_skip.lua).
 local aioloop = require("aioloop")
-local loop <close> = aioloop.new(os.getenv("AIOLOOP_FDMON"))
+local loop <close> = aioloop.new(require("fdmon_or_skip")())
 local failures, checked = 0, 0
 
 -- runs f under a failure at allocation n; returns ok, reached

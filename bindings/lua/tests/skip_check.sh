@@ -1,0 +1,45 @@
+#!/bin/sh
+# SPDX-License-Identifier: MIT
+# skip_check.sh URING_REFUSED PROGRAM [ARGS...] - the skip of a Lua test
+# script (fdmon_or_skip.lua), checked where io_uring works:
+#   - with io_uring_setup refused (uring-refused: ENOSYS, EPERM, ENOMEM,
+#     as a kernel, a sandbox or the locked-memory limit refuse it), the
+#     run on AIOLOOP_FDMON=io_uring exits 77 with a SKIP line naming it;
+#   - on an fd monitor the library does not have, it fails (not 0, not 77).
+# PROGRAM [ARGS...] runs the script (lua5.4 test_aioloop.lua, lua-fault
+# fault.lua).  Exits 77 itself where seccomp is unavailable.
+refused=$1
+shift
+out=$(mktemp)
+trap 'rm -f "$out"' EXIT
+fail=0
+
+"$refused" ENOSYS true
+case $? in
+    0) ;;
+    125) echo "SKIP: no seccomp filter here: io_uring cannot be refused"; exit 77 ;;
+    *) echo "FAIL: uring-refused does not run"; exit 1 ;;
+esac
+
+for e in ENOSYS EPERM ENOMEM; do
+    AIOLOOP_FDMON=io_uring "$refused" "$e" "$@" > "$out" 2>&1
+    rc=$?
+    if [ "$rc" = 77 ] && grep -q '^SKIP: fd monitor io_uring cannot start here' "$out"; then
+        echo "ok: io_uring_setup -> $e: $(grep '^SKIP:' "$out")"
+    else
+        echo "FAIL: io_uring_setup -> $e: exit $rc, not 77 with a SKIP line:"
+        tail -n 20 "$out"
+        fail=1
+    fi
+done
+
+AIOLOOP_FDMON=no-such-monitor "$@" > "$out" 2>&1
+rc=$?
+if [ "$rc" = 0 ] || [ "$rc" = 77 ]; then
+    echo "FAIL: AIOLOOP_FDMON=no-such-monitor: exit $rc, not a failure:"
+    tail -n 20 "$out"
+    fail=1
+else
+    echo "ok: AIOLOOP_FDMON=no-such-monitor fails (exit $rc): $(head -n 1 "$out")"
+fi
+exit $fail
