@@ -40,7 +40,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
-        fuzz check-fuzz fuzz-afl \
+        fuzz check-fuzz fuzz-afl check-mutants \
         qemu qemu-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
@@ -74,12 +74,13 @@ bench-deps: deps
 
 # The whole suite: gcc (every fd monitor, unit and stress), ASan+UBSan, clang,
 # TSan (unit and stress), a time-boxed libFuzzer run of the nested-poll
-# fuzzer, QEMU 7.2's own unit tests on the fork, once per libaioloop
+# fuzzer, the mutation checks (each test there fails on the break it is
+# for), QEMU 7.2's own unit tests on the fork, once per libaioloop
 # fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork; the
 # unit, Python and asyncio suites again on Debian 13 and sid, and the
 # packages on bookworm and Debian 13.  (Every build also replays the fuzz
 # corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-qemu check-qemu-disabled check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -270,6 +271,15 @@ fuzz: deps
 
 check-fuzz: fuzz
 	$(SAN_ENV) $(MESON_TEST) -C $(BUILD_FUZZ) --suite fuzz
+
+# Mutation checks (tests/mutants/check-mutants.py): small breaks of
+# libaioloop, each made in a copy of this tree in $(BUILD_MUTANTS)/src and
+# built in $(BUILD_MUTANTS)/build (both kept, so a run rebuilds only what
+# changed), that the test written to catch it must fail on; a mutant a
+# test lets through fails the target.  About 15 s here, a first run too.
+BUILD_MUTANTS ?= build-mutants
+check-mutants: deps
+	/usr/bin/python3 tests/mutants/check-mutants.py $(BUILD_MUTANTS)
 
 # The same harness under AFL++ (Debian afl++, persistent mode through its
 # libFuzzer driver, no sanitizers): FUZZ_SECONDS of afl-fuzz from the seed
