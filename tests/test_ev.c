@@ -76,7 +76,7 @@ static const eh_ops ev_ops = { e_attach, e_detach, e_run, e_quit };
 static int host_setup(void **state)
 {
     static ev_host x;
-    static eh_host h = { &ev_ops, &x, AIOL_EV_DIRECT_MAX };
+    static eh_host h = { &ev_ops, &x, AIOL_EMBED_DIRECT_MAX };
 
     x = (ev_host){ .evl = ev_loop_new(EVFLAG_AUTO) };
     assert_non_null(x.evl);

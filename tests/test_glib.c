@@ -76,7 +76,7 @@ static const eh_ops glib_ops = { g_attach, g_detach, g_run, g_quit };
 static int host_setup(void **state)
 {
     static glib_host g;
-    static eh_host h = { &glib_ops, &g, AIOL_GLIB_DIRECT_MAX };
+    static eh_host h = { &glib_ops, &g, AIOL_EMBED_DIRECT_MAX };
 
     g = (glib_host){ .ctx = g_main_context_new() };
     g.ml = g_main_loop_new(g.ctx, FALSE);

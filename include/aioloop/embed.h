@@ -112,6 +112,15 @@ bool aiol_loop_dispatch(aiol_loop *loop);
 int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max);
 
 /**
+ * Most watched fds a host polls directly (aiol_loop_embed_fds()) in the
+ * project's own hosts: the glib and libev adapters and the QEMU fork's
+ * glib source; beyond it they poll the loop fd.  A host of its own may
+ * choose another limit: this one keeps a host's poll set small, where
+ * polling fds directly costs each of them a wakeup callback.
+ */
+#define AIOL_EMBED_DIRECT_MAX 8
+
+/**
  * aiol_loop_dispatch() for direct embedding: one non-blocking iteration
  * that takes fd readiness from the revents of @p fds (as the host's poll
  * filled them in for the entries aiol_loop_embed_fds() gave) instead of

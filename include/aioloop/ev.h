@@ -18,7 +18,7 @@
  *   - an ev_prepare (priority EV_MAXPRI) takes the loop's deadline
  *     (aiol_loop_prepare()) into an ev_timer, or an ev_idle when work is
  *     already due, and chooses what libev polls: ev_io watchers on the
- *     handlers' own fds while there are at most AIOL_EV_DIRECT_MAX of them
+ *     handlers' own fds while there are at most AIOL_EMBED_DIRECT_MAX of them
  *     (direct embedding, aiol_loop_embed_fds()), else one on the loop fd;
  *   - an ev_check (priority EV_MAXPRI) collects what those watchers saw
  *     (ev_clear_pending()), pairs the prepare (aiol_loop_check()) and runs
@@ -32,6 +32,7 @@
 #ifndef AIOLOOP_EV_H
 #define AIOLOOP_EV_H
 
+#include "aioloop/embed.h"
 #include "aioloop/loop.h"
 
 #ifdef __cplusplus
@@ -43,8 +44,6 @@ extern "C" {
 
 struct ev_loop;
 
-/** Most handler fds libev polls directly; beyond it, the loop fd. */
-#define AIOL_EV_DIRECT_MAX 8
 
 /** A loop attached to an ev_loop.  Opaque. */
 typedef struct aiol_ev aiol_ev;

@@ -18,7 +18,7 @@
  *
  * Each iteration the source's prepare gives glib the loop's deadline
  * (aiol_loop_prepare()).  glib then polls either the handlers' own fds,
- * while there are at most AIOL_GLIB_DIRECT_MAX of them (direct embedding,
+ * while there are at most AIOL_EMBED_DIRECT_MAX of them (direct embedding,
  * aiol_loop_embed_fds(): no extra wait per wakeup, as the QEMU fork does),
  * or the loop fd (aiol_loop_fd_get()); dispatch runs one non-blocking
  * iteration of the loop.  The source calls no GSourceFunc callback
@@ -35,6 +35,7 @@
 
 #include <glib.h>
 
+#include "aioloop/embed.h"
 #include "aioloop/loop.h"
 
 #ifdef __cplusplus
@@ -44,9 +45,6 @@ extern "C" {
 /* (exported from the shared library; everything else is hidden) */
 #pragma GCC visibility push(default)
 
-/** Most handler fds the source has glib poll directly; beyond it polls
- *  the loop fd. */
-#define AIOL_GLIB_DIRECT_MAX 8
 
 /**
  * Creates a GSource that drives @p loop from whichever GMainContext it is

@@ -5,7 +5,7 @@
  *
  * Every ev_run() iteration the prepare watcher takes the loop's deadline
  * and what libev must poll (hostpoll.h: the handlers' fds, at most
- * AIOL_EV_DIRECT_MAX, or the loop fd) into ev_io watchers, sets the
+ * AIOL_EMBED_DIRECT_MAX, or the loop fd) into ev_io watchers, sets the
  * ev_timer to the deadline or starts the ev_idle when work is due (so
  * libev does not block).  The check watcher takes those watchers' events
  * off libev (ev_clear_pending(): their callbacks are empty), pairs the
@@ -24,9 +24,6 @@
 
 #include "aioloop/ev.h"
 #include "hostpoll.h"
-
-_Static_assert(AIOL_EV_DIRECT_MAX == AIOL__HOSTPOLL_MAX,
-               "aioloop/ev.h documents hostpoll's limit");
 
 struct aiol_ev {
     aiol__hostpoll hp;

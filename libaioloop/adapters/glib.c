@@ -4,7 +4,7 @@
  * (aioloop/glib.h), on the embedding API of aioloop/embed.h.
  *
  * prepare: the loop's deadline and what glib polls (hostpoll.h: the
- *   handlers' fds, at most AIOL_GLIB_DIRECT_MAX, or the loop fd), mirrored
+ *   handlers' fds, at most AIOL_EMBED_DIRECT_MAX, or the loop fd), mirrored
  *   into the source's polls; an unchecked earlier prepare (glib skips check
  *   for a source that was ready in prepare, or above the priority it chose
  *   to dispatch) is paired first.
@@ -19,9 +19,6 @@
 
 #include "aioloop/glib.h"
 #include "hostpoll.h"
-
-_Static_assert(AIOL_GLIB_DIRECT_MAX == AIOL__HOSTPOLL_MAX,
-               "aioloop/glib.h documents hostpoll's limit");
 
 typedef struct aiol_gsource {
     GSource base;

@@ -14,9 +14,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "aioloop/embed.h"
 #include "aioloop/loop.h"
 
-#define AIOL__HOSTPOLL_MAX 8
+#define AIOL__HOSTPOLL_MAX AIOL_EMBED_DIRECT_MAX /* (aioloop/embed.h) */
 
 typedef struct aiol__hostpoll {
     aiol_loop *loop;
