@@ -7,12 +7,24 @@
 #     run on AIOLOOP_FDMON=io_uring exits 77 with a SKIP line naming it;
 #   - on an fd monitor the library does not have, it fails (not 0, not 77).
 # PROGRAM [ARGS...] runs the script (lua5.4 test_aioloop.lua, lua-fault
-# fault.lua).  Exits 77 itself where seccomp is unavailable.
+# fault.lua); AIOLOOP_LUA_PRELOAD, when set, is preloaded into it (a
+# sanitizer's runtime).  Exits 77 itself where seccomp is unavailable.
 refused=$1
 shift
 out=$(mktemp)
 trap 'rm -f "$out"' EXIT
 fail=0
+
+# run FDMON COMMAND...: COMMAND on AIOLOOP_FDMON=FDMON, output in $out
+run() {
+    fdmon=$1
+    shift
+    if [ -n "${AIOLOOP_LUA_PRELOAD:-}" ]; then
+        env AIOLOOP_FDMON="$fdmon" LD_PRELOAD="$AIOLOOP_LUA_PRELOAD" "$@" > "$out" 2>&1
+    else
+        env AIOLOOP_FDMON="$fdmon" "$@" > "$out" 2>&1
+    fi
+}
 
 "$refused" ENOSYS true
 case $? in
@@ -22,7 +34,7 @@ case $? in
 esac
 
 for e in ENOSYS EPERM ENOMEM; do
-    AIOLOOP_FDMON=io_uring "$refused" "$e" "$@" > "$out" 2>&1
+    run io_uring "$refused" "$e" "$@"
     rc=$?
     if [ "$rc" = 77 ] && grep -q '^SKIP: fd monitor io_uring cannot start here' "$out"; then
         echo "ok: io_uring_setup -> $e: $(grep '^SKIP:' "$out")"
@@ -33,7 +45,7 @@ for e in ENOSYS EPERM ENOMEM; do
     fi
 done
 
-AIOLOOP_FDMON=no-such-monitor "$@" > "$out" 2>&1
+run no-such-monitor "$@"
 rc=$?
 if [ "$rc" = 0 ] || [ "$rc" = 77 ]; then
     echo "FAIL: AIOLOOP_FDMON=no-such-monitor: exit $rc, not a failure:"
