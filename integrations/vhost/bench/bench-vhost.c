@@ -112,9 +112,9 @@ static void submit(bench *b, unsigned q, uint16_t i)
 static int setup(bench *b, const char *path)
 {
     vfe *f = &b->f;
-    uint64_t want = 1ull << AIOL_VHOST_F_VERSION_1 |
-                    1ull << AIOL_VHOST_F_RING_INDIRECT_DESC |
-                    1ull << AIOL_VHOST_F_PROTOCOL_FEATURES |
+    uint64_t want = 1ull << AIOL__VHOST_F_VERSION_1 |
+                    1ull << AIOL__VHOST_F_RING_INDIRECT_DESC |
+                    1ull << AIOL__VHOST_F_PROTOCOL_FEATURES |
                     1ull << VIRTIO_BLK_F_MQ | 1ull << VIRTIO_BLK_F_SEG_MAX |
                     1ull << VIRTIO_BLK_F_BLK_SIZE | 1ull << VIRTIO_BLK_F_FLUSH;
     size_t ram = (size_t)b->queues * b->depth * (b->bs + 4096) + (8u << 20);
@@ -125,9 +125,9 @@ static int setup(bench *b, const char *path)
     }
     f->want_packed = b->packed;
     if (b->packed) {
-        want |= 1ull << AIOL_VHOST_F_RING_PACKED;
+        want |= 1ull << AIOL__VHOST_F_RING_PACKED;
     }
-    if ((r = vfe_negotiate(f, want, 1ull << AIOL_VHOST_PROTOCOL_F_MQ)) < 0) {
+    if ((r = vfe_negotiate(f, want, 1ull << AIOL__VHOST_PROTOCOL_F_MQ)) < 0) {
         return r;
     }
     if (b->packed && !vfe_packed(f)) {

@@ -423,7 +423,7 @@ static int blk_set_config(void *opaque, const uint8_t *buf, uint32_t off,
 static void blk_queue(void *opaque, aiol_vhost_vq *vq)
 {
     blk_ctx *c = ctx_of(opaque, vq);
-    aiol_vhost_elem e = { .iov = c->iov, .iov_cap = AIOL_VHOST_MAX_RING };
+    aiol_vhost_elem e = { .iov = c->iov, .iov_cap = AIOL__VHOST_MAX_RING };
 
     for (;;) {
         blk_req *r = req_get(c);
@@ -525,7 +525,7 @@ int aiol__vblk_ctx_new(aiol_vhost_blk *b, aiol_loop *loop, blk_ctx **out)
     c->b = b;
     c->loop = loop;
     c->nowait_writes = true;
-    c->iov = calloc(AIOL_VHOST_MAX_RING, sizeof(*c->iov));
+    c->iov = calloc(AIOL__VHOST_MAX_RING, sizeof(*c->iov));
     /* one request per queue from the start: a queue never waits for
        memory with nothing in flight */
     for (unsigned i = 0; c->iov != NULL && i < b->num_queues; i++) {

@@ -131,7 +131,7 @@ struct blk_ctx {
                                   context's loop thread */
     unsigned nowait_pause;     /* requests left before the next try; the
                                   context's loop thread */
-    struct iovec *iov;         /* a popped chain: AIOL_VHOST_MAX_RING; the
+    struct iovec *iov;         /* a popped chain: AIOL__VHOST_MAX_RING; the
                                   context's loop thread */
     aiol_vhost_blk_stats st;   /* the context's loop thread */
 };

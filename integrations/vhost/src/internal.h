@@ -16,6 +16,7 @@
 #include "aioloop/bh.h"
 
 #include "aioloop/vhost.h"
+#include "vhost-proto.h"
 #include "check-priv.h" /* (libaioloop's) */
 
 /* Misuse check that survives NDEBUG: "aioloop-vhost: <func>: <msg>", abort. */
@@ -34,7 +35,7 @@ typedef struct vu_region {
 
 typedef struct vu_mem {
     unsigned n;
-    vu_region r[AIOL_VHOST_MAX_FDS];
+    vu_region r[AIOL__VHOST_MAX_FDS];
 } vu_mem;
 
 /* Parses and maps a SET_MEM_TABLE payload with its fds into @out.  The
@@ -172,7 +173,7 @@ struct vu_park {
     unsigned gen, released;       /* parks begun and ended; lock */
     unsigned depth;               /* nesting; device thread */
     unsigned nslots;              /* device thread */
-    vu_park_slot *slot[AIOL_VHOST_MAX_QUEUES];
+    vu_park_slot *slot[AIOL__VHOST_MAX_QUEUES];
 };
 
 struct aiol_vhost_dev {
@@ -187,11 +188,11 @@ struct aiol_vhost_dev {
     int conn_fd;
 
     /* receive state of the message being read */
-    uint8_t hdr[AIOL_VHOST_HDR_SIZE];
-    uint8_t payload[AIOL_VHOST_PAYLOAD_MAX];
+    uint8_t hdr[AIOL__VHOST_HDR_SIZE];
+    uint8_t payload[AIOL__VHOST_PAYLOAD_MAX];
     uint32_t got;                 /* bytes of header + payload read */
     uint32_t req, flags, size;
-    int fds[AIOL_VHOST_MAX_FDS];
+    int fds[AIOL__VHOST_MAX_FDS];
     unsigned nfds;
 
     uint64_t features, protocol;

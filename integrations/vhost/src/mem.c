@@ -39,7 +39,7 @@ int aiol__vhost_mem_map(vu_mem *out, const uint8_t *payload, uint32_t size,
         return -EINVAL;
     }
     memcpy(&n, payload, sizeof(n));
-    if (n == 0 || n > AIOL_VHOST_MAX_FDS) {
+    if (n == 0 || n > AIOL__VHOST_MAX_FDS) {
         *why = "mem table: region count out of range";
         return -EINVAL;
     }

@@ -40,11 +40,11 @@ static int refuse(aiol_vhost_dev *dev, int err, const char *reason)
 
 static uint64_t offered_features(aiol_vhost_dev *dev)
 {
-    uint64_t f = BIT(AIOL_VHOST_F_VERSION_1) |
-                 BIT(AIOL_VHOST_F_RING_PACKED) |
-                 BIT(AIOL_VHOST_F_RING_INDIRECT_DESC) |
-                 BIT(AIOL_VHOST_F_RING_EVENT_IDX) |
-                 BIT(AIOL_VHOST_F_PROTOCOL_FEATURES);
+    uint64_t f = BIT(AIOL__VHOST_F_VERSION_1) |
+                 BIT(AIOL__VHOST_F_RING_PACKED) |
+                 BIT(AIOL__VHOST_F_RING_INDIRECT_DESC) |
+                 BIT(AIOL__VHOST_F_RING_EVENT_IDX) |
+                 BIT(AIOL__VHOST_F_PROTOCOL_FEATURES);
 
     if (dev->ops.get_features != NULL) {
         f |= dev->ops.get_features(dev->opaque);
@@ -54,11 +54,11 @@ static uint64_t offered_features(aiol_vhost_dev *dev)
 
 static uint64_t offered_protocol(aiol_vhost_dev *dev)
 {
-    uint64_t f = BIT(AIOL_VHOST_PROTOCOL_F_MQ) |
-                 BIT(AIOL_VHOST_PROTOCOL_F_REPLY_ACK);
+    uint64_t f = BIT(AIOL__VHOST_PROTOCOL_F_MQ) |
+                 BIT(AIOL__VHOST_PROTOCOL_F_REPLY_ACK);
 
     if (dev->ops.get_config != NULL) {
-        f |= BIT(AIOL_VHOST_PROTOCOL_F_CONFIG);
+        f |= BIT(AIOL__VHOST_PROTOCOL_F_CONFIG);
     }
     return f;
 }
@@ -105,7 +105,7 @@ static int set_features(aiol_vhost_dev *dev)
     if ((f & ~offered_features(dev)) != 0) {
         return refuse(dev, -EINVAL, "SET_FEATURES: bits that were not offered");
     }
-    relayout = ((f ^ dev->features) & BIT(AIOL_VHOST_F_RING_PACKED)) != 0;
+    relayout = ((f ^ dev->features) & BIT(AIOL__VHOST_F_RING_PACKED)) != 0;
     for (unsigned i = 0; relayout && i < dev->num_queues; i++) {
         if (dev->vqs[i].started) {
             return refuse(dev, -EBUSY, "SET_FEATURES: ring layout changed "
@@ -126,7 +126,7 @@ static int set_features(aiol_vhost_dev *dev)
             dev->vqs[i].num = 0;
             dev->vqs[i].have_uva = dev->vqs[i].addr_set = false;
         }
-        if (!(f & BIT(AIOL_VHOST_F_PROTOCOL_FEATURES))) {
+        if (!(f & BIT(AIOL__VHOST_F_PROTOCOL_FEATURES))) {
             dev->vqs[i].enabled = true;
         }
     }
@@ -202,7 +202,7 @@ static int set_vring_num(aiol_vhost_dev *dev)
     if (r < 0) {
         return r;
     }
-    if (num == 0 || num > AIOL_VHOST_MAX_RING ||
+    if (num == 0 || num > AIOL__VHOST_MAX_RING ||
         (vq->ring == &aiol__vhost_split && (num & (num - 1)) != 0)) {
         return refuse(dev, -EINVAL, "SET_VRING_NUM: not in 1..32768, or "
                       "(split) not a power of 2");
@@ -293,26 +293,26 @@ static int set_vring_fd(aiol_vhost_dev *dev)
         return bad(dev, "payload size wrong for the request");
     }
     v = payload_u64(dev);
-    nofd = (v & AIOL_VHOST_VRING_NOFD_MASK) != 0;
-    if (v & ~(uint64_t)(AIOL_VHOST_VRING_IDX_MASK |
-                        AIOL_VHOST_VRING_NOFD_MASK)) {
+    nofd = (v & AIOL__VHOST_VRING_NOFD_MASK) != 0;
+    if (v & ~(uint64_t)(AIOL__VHOST_VRING_IDX_MASK |
+                        AIOL__VHOST_VRING_NOFD_MASK)) {
         return bad(dev, "vring fd message: unknown bits");
     }
     if ((r = want(dev, 8, nofd ? 0 : 1)) < 0) {
         return r;
     }
-    if ((vq = payload_vq(dev, (uint32_t)(v & AIOL_VHOST_VRING_IDX_MASK))) ==
+    if ((vq = payload_vq(dev, (uint32_t)(v & AIOL__VHOST_VRING_IDX_MASK))) ==
         NULL) {
         return refuse(dev, -ERANGE, "vring index out of range");
     }
     fd = nofd ? -1 : dev->fds[0];
     switch (dev->req) {
-    case AIOL_VHOST_SET_VRING_KICK:
+    case AIOL__VHOST_SET_VRING_KICK:
         if ((r = aiol__vhost_vq_set_kick(vq, fd)) < 0) {
             return refuse(dev, r, "SET_VRING_KICK: cannot watch the fd");
         }
         break;
-    case AIOL_VHOST_SET_VRING_CALL:
+    case AIOL__VHOST_SET_VRING_CALL:
         aiol__vhost_vq_set_call(vq, fd);
         break;
     default:
@@ -348,20 +348,20 @@ static int set_vring_enable(aiol_vhost_dev *dev)
 static int config(aiol_vhost_dev *dev)
 {
     uint32_t c[3];
-    uint8_t out[12 + AIOL_VHOST_CONFIG_MAX];
+    uint8_t out[12 + AIOL__VHOST_CONFIG_MAX];
     int r;
 
     if (dev->size < 12 || dev->nfds != 0) {
         return bad(dev, "config message: short payload or fds");
     }
     memcpy(c, dev->payload, sizeof(c));
-    if (c[1] > AIOL_VHOST_CONFIG_MAX || dev->size != 12 + c[1]) {
+    if (c[1] > AIOL__VHOST_CONFIG_MAX || dev->size != 12 + c[1]) {
         return bad(dev, "config message: size field does not match payload");
     }
-    if (c[0] > AIOL_VHOST_CONFIG_MAX || c[1] > AIOL_VHOST_CONFIG_MAX - c[0]) {
+    if (c[0] > AIOL__VHOST_CONFIG_MAX || c[1] > AIOL__VHOST_CONFIG_MAX - c[0]) {
         return refuse(dev, -EINVAL, "config access out of range");
     }
-    if (dev->req == AIOL_VHOST_SET_CONFIG) {
+    if (dev->req == AIOL__VHOST_SET_CONFIG) {
         if (dev->ops.set_config == NULL) {
             return refuse(dev, -ENOTSUP, "SET_CONFIG: device has no config");
         }
@@ -386,15 +386,15 @@ static int handle(aiol_vhost_dev *dev)
     int r;
 
     switch (dev->req) {
-    case AIOL_VHOST_GET_FEATURES:
+    case AIOL__VHOST_GET_FEATURES:
         return (r = want(dev, 0, 0)) < 0 ? r
                : reply_u64(dev, offered_features(dev));
-    case AIOL_VHOST_SET_FEATURES:
+    case AIOL__VHOST_SET_FEATURES:
         return (r = want(dev, 8, 0)) < 0 ? r : set_features(dev);
-    case AIOL_VHOST_GET_PROTOCOL_FEATURES:
+    case AIOL__VHOST_GET_PROTOCOL_FEATURES:
         return (r = want(dev, 0, 0)) < 0 ? r
                : reply_u64(dev, offered_protocol(dev));
-    case AIOL_VHOST_SET_PROTOCOL_FEATURES:
+    case AIOL__VHOST_SET_PROTOCOL_FEATURES:
         if ((r = want(dev, 8, 0)) < 0) {
             return r;
         }
@@ -403,39 +403,39 @@ static int handle(aiol_vhost_dev *dev)
         }
         dev->protocol = payload_u64(dev);
         return 0;
-    case AIOL_VHOST_SET_OWNER:
+    case AIOL__VHOST_SET_OWNER:
         if ((r = want(dev, 0, 0)) < 0) {
             return r;
         }
         dev->owner = true;
         return 0;
-    case AIOL_VHOST_RESET_OWNER:
+    case AIOL__VHOST_RESET_OWNER:
         if ((r = want(dev, 0, 0)) < 0) {
             return r;
         }
         aiol__vhost_reset(dev);
         return 0;
-    case AIOL_VHOST_GET_QUEUE_NUM:
+    case AIOL__VHOST_GET_QUEUE_NUM:
         return (r = want(dev, 0, 0)) < 0 ? r
                : reply_u64(dev, dev->num_queues);
-    case AIOL_VHOST_SET_MEM_TABLE:
+    case AIOL__VHOST_SET_MEM_TABLE:
         return set_mem_table(dev);
-    case AIOL_VHOST_SET_VRING_NUM:
+    case AIOL__VHOST_SET_VRING_NUM:
         return set_vring_num(dev);
-    case AIOL_VHOST_SET_VRING_ADDR:
+    case AIOL__VHOST_SET_VRING_ADDR:
         return set_vring_addr(dev);
-    case AIOL_VHOST_SET_VRING_BASE:
+    case AIOL__VHOST_SET_VRING_BASE:
         return set_vring_base(dev);
-    case AIOL_VHOST_GET_VRING_BASE:
+    case AIOL__VHOST_GET_VRING_BASE:
         return get_vring_base(dev);
-    case AIOL_VHOST_SET_VRING_KICK:
-    case AIOL_VHOST_SET_VRING_CALL:
-    case AIOL_VHOST_SET_VRING_ERR:
+    case AIOL__VHOST_SET_VRING_KICK:
+    case AIOL__VHOST_SET_VRING_CALL:
+    case AIOL__VHOST_SET_VRING_ERR:
         return set_vring_fd(dev);
-    case AIOL_VHOST_SET_VRING_ENABLE:
+    case AIOL__VHOST_SET_VRING_ENABLE:
         return set_vring_enable(dev);
-    case AIOL_VHOST_GET_CONFIG:
-    case AIOL_VHOST_SET_CONFIG:
+    case AIOL__VHOST_GET_CONFIG:
+    case AIOL__VHOST_SET_CONFIG:
         return config(dev);
     default:
         if (dev->nfds != 0) {
@@ -447,8 +447,8 @@ static int handle(aiol_vhost_dev *dev)
 
 void aiol__vhost_dispatch(aiol_vhost_dev *dev)
 {
-    bool ack = (dev->protocol & BIT(AIOL_VHOST_PROTOCOL_F_REPLY_ACK)) &&
-               (dev->flags & AIOL_VHOST_FLAG_NEED_REPLY);
+    bool ack = (dev->protocol & BIT(AIOL__VHOST_PROTOCOL_F_REPLY_ACK)) &&
+               (dev->flags & AIOL__VHOST_FLAG_NEED_REPLY);
     uint32_t req = dev->req;
     int r;
 

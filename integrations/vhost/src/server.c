@@ -10,7 +10,7 @@
  * connects while another is connected is refused: accepted and closed at
  * once.  A message is read in pieces into dev->hdr and dev->payload
  * (dev->got counts the bytes); fds may arrive with any piece and are
- * collected, at most AIOL_VHOST_MAX_FDS per message (a truncated control
+ * collected, at most AIOL__VHOST_MAX_FDS per message (a truncated control
  * message drops the connection).  Replies are sent with MSG_DONTWAIT: a
  * frontend that does not read its replies until the socket buffer is full
  * is dropped rather than blocking the loop.
@@ -44,7 +44,7 @@ int aiol_vhost_dev_new(aiol_loop *loop, const aiol_vhost_dev_ops *ops,
     aiol__vhost_check(loop != NULL && ops != NULL && out != NULL,
                       "NULL argument");
     aiol__vhost_check(ops->queue != NULL, "ops->queue is required");
-    aiol__vhost_check(num_queues >= 1 && num_queues <= AIOL_VHOST_MAX_QUEUES,
+    aiol__vhost_check(num_queues >= 1 && num_queues <= AIOL__VHOST_MAX_QUEUES,
                       "num_queues out of range 1..64");
     dev = calloc(1, sizeof(*dev));
     if (dev == NULL) {
@@ -251,12 +251,12 @@ void aiol__vhost_drop(aiol_vhost_dev *dev, bool malformed, const char *fmt,
 int aiol__vhost_send_reply(aiol_vhost_dev *dev, uint32_t req,
                            const void *payload, uint32_t size)
 {
-    uint8_t buf[AIOL_VHOST_HDR_SIZE + AIOL_VHOST_PAYLOAD_MAX];
-    uint32_t h[3] = { req, AIOL_VHOST_FLAG_VERSION | AIOL_VHOST_FLAG_REPLY,
+    uint8_t buf[AIOL__VHOST_HDR_SIZE + AIOL__VHOST_PAYLOAD_MAX];
+    uint32_t h[3] = { req, AIOL__VHOST_FLAG_VERSION | AIOL__VHOST_FLAG_REPLY,
                       size };
     ssize_t n;
 
-    aiol__vhost_check(size <= AIOL_VHOST_PAYLOAD_MAX, "reply too large");
+    aiol__vhost_check(size <= AIOL__VHOST_PAYLOAD_MAX, "reply too large");
     memcpy(buf, h, sizeof(h));
     if (size > 0) {
         memcpy(buf + sizeof(h), payload, size);
@@ -288,7 +288,7 @@ static bool take_fds(aiol_vhost_dev *dev, struct msghdr *mh)
             int fd;
 
             memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof(int));
-            if (dev->nfds < AIOL_VHOST_MAX_FDS) {
+            if (dev->nfds < AIOL__VHOST_MAX_FDS) {
                 dev->fds[dev->nfds++] = fd;
             } else {
                 close(fd);
@@ -305,19 +305,19 @@ static int read_some(aiol_vhost_dev *dev)
 {
     for (;;) {
         union {
-            char buf[CMSG_SPACE(AIOL_VHOST_MAX_FDS * sizeof(int))];
+            char buf[CMSG_SPACE(AIOL__VHOST_MAX_FDS * sizeof(int))];
             struct cmsghdr align;
         } ctl;
         struct iovec iov;
         struct msghdr mh;
         ssize_t n;
 
-        if (dev->got < AIOL_VHOST_HDR_SIZE) {
+        if (dev->got < AIOL__VHOST_HDR_SIZE) {
             iov.iov_base = dev->hdr + dev->got;
-            iov.iov_len = AIOL_VHOST_HDR_SIZE - dev->got;
-        } else if (dev->got < AIOL_VHOST_HDR_SIZE + dev->size) {
-            iov.iov_base = dev->payload + (dev->got - AIOL_VHOST_HDR_SIZE);
-            iov.iov_len = AIOL_VHOST_HDR_SIZE + dev->size - dev->got;
+            iov.iov_len = AIOL__VHOST_HDR_SIZE - dev->got;
+        } else if (dev->got < AIOL__VHOST_HDR_SIZE + dev->size) {
+            iov.iov_base = dev->payload + (dev->got - AIOL__VHOST_HDR_SIZE);
+            iov.iov_len = AIOL__VHOST_HDR_SIZE + dev->size - dev->got;
         } else {
             return 1;
         }
@@ -345,27 +345,27 @@ static int read_some(aiol_vhost_dev *dev)
         }
         if (!take_fds(dev, &mh)) {
             aiol__vhost_drop(dev, true, "more than %u fds in one message",
-                             AIOL_VHOST_MAX_FDS);
+                             AIOL__VHOST_MAX_FDS);
             return -1;
         }
         dev->got += (uint32_t)n;
-        if (dev->got == AIOL_VHOST_HDR_SIZE) {
+        if (dev->got == AIOL__VHOST_HDR_SIZE) {
             uint32_t h[3];
 
             memcpy(h, dev->hdr, sizeof(h));
             dev->req = h[0];
             dev->flags = h[1];
             dev->size = h[2];
-            if ((dev->flags & AIOL_VHOST_FLAG_VERSION_MASK) !=
-                AIOL_VHOST_FLAG_VERSION) {
+            if ((dev->flags & AIOL__VHOST_FLAG_VERSION_MASK) !=
+                AIOL__VHOST_FLAG_VERSION) {
                 aiol__vhost_drop(dev, true, "bad protocol version in flags "
                                  "0x%x", dev->flags);
                 return -1;
             }
-            if (dev->size > AIOL_VHOST_PAYLOAD_MAX) {
+            if (dev->size > AIOL__VHOST_PAYLOAD_MAX) {
                 aiol__vhost_drop(dev, true, "payload size %u over the "
                                  "maximum %u", dev->size,
-                                 AIOL_VHOST_PAYLOAD_MAX);
+                                 AIOL__VHOST_PAYLOAD_MAX);
                 return -1;
             }
         }

@@ -104,7 +104,7 @@ static void kick_event_set(aiol_vhost_vq *vq, uint16_t flags)
 /* The flags that ask for a kick at the next descriptor. */
 static uint16_t kick_flags(const aiol_vhost_vq *vq)
 {
-    return aiol__vhost_vq_has(vq, AIOL_VHOST_F_RING_EVENT_IDX)
+    return aiol__vhost_vq_has(vq, AIOL__VHOST_F_RING_EVENT_IDX)
                ? VRING_EVENT_F_DESC : VRING_EVENT_F_ENABLE;
 }
 
@@ -146,7 +146,7 @@ static int walk_indirect(aiol_vhost_vq *vq, uint64_t addr, uint32_t len,
 
 static int packed_pop(aiol_vhost_vq *vq, aiol_vhost_elem *e)
 {
-    bool ask = aiol__vhost_vq_has(vq, AIOL_VHOST_F_RING_EVENT_IDX) &&
+    bool ask = aiol__vhost_vq_has(vq, AIOL__VHOST_F_RING_EVENT_IDX) &&
                !vq->polling;
     uint16_t i = vq->last_avail, n = 0;
     bool wrap = vq->avail_wrap;
@@ -261,7 +261,7 @@ static bool packed_call_wanted(aiol_vhost_vq *vq)
     bool need;
 
     if (flags == VRING_EVENT_F_DESC &&
-        aiol__vhost_vq_has(vq, AIOL_VHOST_F_RING_EVENT_IDX)) {
+        aiol__vhost_vq_has(vq, AIOL__VHOST_F_RING_EVENT_IDX)) {
         need = !vq->signalled_valid ||
                event_crossed(vq, __atomic_load_n(&vq->avail[0],
                                                  __ATOMIC_RELAXED));

@@ -107,7 +107,7 @@ static int walk(aiol_vhost_vq *vq, uint16_t head, aiol_vhost_elem *e)
 
 static int split_pop(aiol_vhost_vq *vq, aiol_vhost_elem *e)
 {
-    bool eidx = aiol__vhost_vq_has(vq, AIOL_VHOST_F_RING_EVENT_IDX);
+    bool eidx = aiol__vhost_vq_has(vq, AIOL__VHOST_F_RING_EVENT_IDX);
     uint16_t avail_idx, head;
     int r;
 
@@ -162,7 +162,7 @@ static bool split_call_wanted(aiol_vhost_vq *vq)
 {
     bool need;
 
-    if (aiol__vhost_vq_has(vq, AIOL_VHOST_F_RING_EVENT_IDX)) {
+    if (aiol__vhost_vq_has(vq, AIOL__VHOST_F_RING_EVENT_IDX)) {
         uint16_t ev = __atomic_load_n(&vq->avail[2 + vq->num],
                                       __ATOMIC_RELAXED);
         uint16_t old = vq->signalled_used, now = vq->used_idx;
@@ -180,7 +180,7 @@ static bool split_call_wanted(aiol_vhost_vq *vq)
 /* used->flags (no kick) or, with event idx, avail_event (kick at next). */
 static void split_kicks_want(aiol_vhost_vq *vq, bool want)
 {
-    if (aiol__vhost_vq_has(vq, AIOL_VHOST_F_RING_EVENT_IDX)) {
+    if (aiol__vhost_vq_has(vq, AIOL__VHOST_F_RING_EVENT_IDX)) {
         if (want) {
             avail_event_set(vq, vq->last_avail);
         }

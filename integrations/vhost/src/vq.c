@@ -38,7 +38,7 @@
 #include "aioloop/fd.h"
 #include "internal.h"
 
-#define IND_MAX AIOL_VHOST_MAX_RING
+#define IND_MAX AIOL__VHOST_MAX_RING
 
 static void on_kick(void *opaque);
 static void signal_fd(int fd);
@@ -154,7 +154,7 @@ void aiol__vhost_vq_reset(aiol_vhost_vq *vq)
 
 const vu_ring_ops *aiol__vhost_vq_layout(const aiol_vhost_dev *dev)
 {
-    return (dev->features >> AIOL_VHOST_F_RING_PACKED) & 1
+    return (dev->features >> AIOL__VHOST_F_RING_PACKED) & 1
                ? &aiol__vhost_packed : &aiol__vhost_split;
 }
 
@@ -406,7 +406,7 @@ const uint8_t *aiol__vhost_ind_table(aiol_vhost_vq *vq, uint64_t addr,
 {
     const uint8_t *table;
 
-    if (!aiol__vhost_vq_has(vq, AIOL_VHOST_F_RING_INDIRECT_DESC)) {
+    if (!aiol__vhost_vq_has(vq, AIOL__VHOST_F_RING_INDIRECT_DESC)) {
         aiol__vhost_vq_broken(vq, "indirect descriptor not negotiated");
         return NULL;
     }

@@ -22,7 +22,7 @@
 #define FX_RAM (2u << 20)
 #define FX_RING 16
 #define FX_ALL_FEATURES (~0ull)
-#define FX_NO_EVENT_IDX (~(1ull << AIOL_VHOST_F_RING_EVENT_IDX))
+#define FX_NO_EVENT_IDX (~(1ull << AIOL__VHOST_F_RING_EVENT_IDX))
 #define FX_ALL_PROTOCOL (~0ull)
 
 typedef struct fx {

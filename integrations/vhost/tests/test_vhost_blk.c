@@ -180,9 +180,9 @@ static void get_config(bt *t, struct virtio_blk_config *c)
 
     memset(p, 0, sizeof(p));
     memcpy(p, h, 12);
-    assert_int_equal(vfe_send(&t->f, AIOL_VHOST_GET_CONFIG, 0, p, sizeof(p),
+    assert_int_equal(vfe_send(&t->f, AIOL__VHOST_GET_CONFIG, 0, p, sizeof(p),
                               NULL, 0), 0);
-    assert_int_equal(vfe_recv(&t->f, AIOL_VHOST_GET_CONFIG, p, sizeof(p)),
+    assert_int_equal(vfe_recv(&t->f, AIOL__VHOST_GET_CONFIG, p, sizeof(p)),
                      (int)sizeof(p));
     memcpy(c, p + 12, sizeof(*c));
 }

@@ -48,7 +48,7 @@ static void connect_negotiated(fx *t)
 static void test_short_header(void **state)
 {
     fx *t = &((hs *)*state)->t;
-    uint32_t h[3] = { AIOL_VHOST_GET_FEATURES, 1, 0 };
+    uint32_t h[3] = { AIOL__VHOST_GET_FEATURES, 1, 0 };
 
     assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_send_raw(&t->f, h, 6, NULL, 0), 0);
@@ -61,7 +61,7 @@ static void test_short_header(void **state)
 static void test_size_too_large(void **state)
 {
     fx *t = &((hs *)*state)->t;
-    uint32_t h[3] = { AIOL_VHOST_SET_FEATURES, 1, 0x10000 };
+    uint32_t h[3] = { AIOL__VHOST_SET_FEATURES, 1, 0x10000 };
 
     assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_send_raw(&t->f, h, 12, NULL, 0), 0);
@@ -71,7 +71,7 @@ static void test_size_too_large(void **state)
 static void test_bad_version(void **state)
 {
     fx *t = &((hs *)*state)->t;
-    uint32_t h[3] = { AIOL_VHOST_GET_FEATURES, 2, 0 };
+    uint32_t h[3] = { AIOL__VHOST_GET_FEATURES, 2, 0 };
 
     assert_int_equal(vfe_connect(&t->f, t->path, fx_pump, t), 0);
     assert_int_equal(vfe_send_raw(&t->f, h, 12, NULL, 0), 0);
@@ -84,7 +84,7 @@ static void test_wrong_payload_size(void **state)
     uint32_t v = 0;
 
     connect_negotiated(t);
-    assert_int_equal(vfe_send(&t->f, AIOL_VHOST_SET_FEATURES, 0, &v, 4, NULL,
+    assert_int_equal(vfe_send(&t->f, AIOL__VHOST_SET_FEATURES, 0, &v, 4, NULL,
                               0), 0);
     assert_dropped(t, "payload size");
 }
@@ -96,7 +96,7 @@ static void test_fd_on_fdless_request(void **state)
     int fd = dup(0);
 
     connect_negotiated(t);
-    assert_int_equal(vfe_send(&t->f, AIOL_VHOST_SET_FEATURES, 0, &v, 8, &fd,
+    assert_int_equal(vfe_send(&t->f, AIOL__VHOST_SET_FEATURES, 0, &v, 8, &fd,
                               1), 0);
     close(fd);
     assert_dropped(t, "fd count");
@@ -108,7 +108,7 @@ static void test_kick_without_fd(void **state)
     uint64_t v = 0; /* index 0, NOFD bit clear, but no fd */
 
     connect_negotiated(t);
-    assert_int_equal(vfe_send(&t->f, AIOL_VHOST_SET_VRING_KICK, 0, &v, 8,
+    assert_int_equal(vfe_send(&t->f, AIOL__VHOST_SET_VRING_KICK, 0, &v, 8,
                               NULL, 0), 0);
     assert_dropped(t, "fd count");
 }
@@ -123,7 +123,7 @@ static void test_too_many_fds(void **state)
         fds[i] = dup(0);
     }
     connect_negotiated(t);
-    assert_int_equal(vfe_send(&t->f, AIOL_VHOST_SET_VRING_CALL, 0, &v, 8, fds,
+    assert_int_equal(vfe_send(&t->f, AIOL__VHOST_SET_VRING_CALL, 0, &v, 8, fds,
                               12), 0);
     for (int i = 0; i < 12; i++) {
         close(fds[i]);
@@ -147,7 +147,7 @@ static void test_mem_table_fd_count(void **state)
 
             memcpy(p + 8 + 32 * i, r, 32);
         }
-        assert_int_equal(vfe_send(&t->f, AIOL_VHOST_SET_MEM_TABLE, 0, p,
+        assert_int_equal(vfe_send(&t->f, AIOL__VHOST_SET_MEM_TABLE, 0, p,
                                   sizeof(p), fds, 1), 0);
     }
     assert_dropped(t, "fd count");
@@ -209,10 +209,10 @@ static void send_vring_addr(fx *t, unsigned q, uint64_t desc, uint64_t used,
     memcpy(a, h, 8);
     memcpy(a + 8, v, 32);
     if (expect_ack <= 0) {
-        assert_int_equal(vfe_request_ack(&t->f, AIOL_VHOST_SET_VRING_ADDR, a,
+        assert_int_equal(vfe_request_ack(&t->f, AIOL__VHOST_SET_VRING_ADDR, a,
                                          40, NULL, 0), expect_ack);
     } else {
-        assert_int_equal(vfe_send(&t->f, AIOL_VHOST_SET_VRING_ADDR, 0, a, 40,
+        assert_int_equal(vfe_send(&t->f, AIOL__VHOST_SET_VRING_ADDR, 0, a, 40,
                                   NULL, 0), 0);
     }
 }
@@ -224,7 +224,7 @@ static void test_vring_addr_outside(void **state)
 
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     base = t->f.reg[0].uva;
-    assert_int_equal(vfe_vring_state(&t->f, AIOL_VHOST_SET_VRING_NUM, 1, 16,
+    assert_int_equal(vfe_vring_state(&t->f, AIOL__VHOST_SET_VRING_NUM, 1, 16,
                                      true), 0);
     /* Inside: accepted. */
     send_vring_addr(t, 1, base + 0x10000, base + 0x11000, base + 0x12000, 0);
@@ -365,7 +365,7 @@ static void test_indirect_not_negotiated(void **state)
     fx *t = &((hs *)*state)->t;
     vfe_buf b = { 0, 64, true };
 
-    assert_int_equal(fx_session(t, ~BIT(AIOL_VHOST_F_RING_INDIRECT_DESC),
+    assert_int_equal(fx_session(t, ~BIT(AIOL__VHOST_F_RING_INDIRECT_DESC),
                                 FX_ALL_PROTOCOL), 0);
     b.gpa = wbuf(t);
     vfe_vq_add(&t->f, 0, &b, 1, true);

@@ -90,7 +90,7 @@ static void test_indirect_inside_chain(void **state)
 static void test_indirect_not_negotiated(void **state)
 {
     fx *t = session(state,
-                    ~(1ull << AIOL_VHOST_F_RING_INDIRECT_DESC));
+                    ~(1ull << AIOL__VHOST_F_RING_INDIRECT_DESC));
     uint64_t tab = vfe_alloc(&t->f, 0, 16, 16);
 
     vfe_pdesc_put(vfe_gpa(&t->f, tab), wbuf(t), 64, 0, F_WRITE);
@@ -152,17 +152,17 @@ static void test_first_descriptor_not_available(void **state)
 static void test_layout_switch_while_running(void **state)
 {
     fx *t = session(state, FX_ALL_FEATURES);
-    uint64_t split = t->f.features & ~(1ull << AIOL_VHOST_F_RING_PACKED);
+    uint64_t split = t->f.features & ~(1ull << AIOL__VHOST_F_RING_PACKED);
     aiol_vhost_stats st;
 
     assert_int_equal(fx_request(t, 0, false), 0);
-    assert_int_equal(vfe_set_u64(&t->f, AIOL_VHOST_SET_FEATURES, split, true),
+    assert_int_equal(vfe_set_u64(&t->f, AIOL__VHOST_SET_FEATURES, split, true),
                      -EBUSY);
     assert_non_null(strstr(aiol_vhost_dev_last_error_get(t->dev),
                            "ring layout changed while a ring runs"));
     assert_int_equal(fx_request(t, 0, true), 0); /* still packed, served */
     /* without need_reply the frontend cannot learn of it: dropped */
-    assert_int_equal(vfe_set_u64(&t->f, AIOL_VHOST_SET_FEATURES, split,
+    assert_int_equal(vfe_set_u64(&t->f, AIOL__VHOST_SET_FEATURES, split,
                                  false), 0);
     assert_true(vfe_dropped(&t->f));
     aiol_vhost_dev_stats_get(t->dev, &st);
@@ -177,11 +177,11 @@ static void test_layout_switch_while_running(void **state)
 static void test_layout_switch_after_stop(void **state)
 {
     fx *t = session(state, FX_ALL_FEATURES);
-    uint64_t split = t->f.features & ~(1ull << AIOL_VHOST_F_RING_PACKED);
+    uint64_t split = t->f.features & ~(1ull << AIOL__VHOST_F_RING_PACKED);
 
     assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(vfe_vq_stop(&t->f, 0), 3);
-    assert_int_equal(vfe_set_u64(&t->f, AIOL_VHOST_SET_FEATURES, split, true),
+    assert_int_equal(vfe_set_u64(&t->f, AIOL__VHOST_SET_FEATURES, split, true),
                      0);
     t->f.features = split;
     assert_false(vfe_packed(&t->f));
@@ -195,9 +195,9 @@ static void test_base_outside_ring(void **state)
     fx *t = session(state, FX_ALL_FEATURES);
 
     assert_true(vfe_vq_stop(&t->f, 0) >= 0);
-    assert_int_equal(vfe_vring_state(&t->f, AIOL_VHOST_SET_VRING_BASE, 0,
+    assert_int_equal(vfe_vring_state(&t->f, AIOL__VHOST_SET_VRING_BASE, 0,
                                      0x8000u | FX_RING, true), -EINVAL);
-    assert_int_equal(vfe_vring_state(&t->f, AIOL_VHOST_SET_VRING_BASE, 0,
+    assert_int_equal(vfe_vring_state(&t->f, AIOL__VHOST_SET_VRING_BASE, 0,
                                      0x8000u | (FX_RING - 1), true), 0);
     assert_true(aiol_vhost_dev_is_connected(t->dev));
 }

@@ -45,34 +45,34 @@ static void test_negotiate(void **state)
     uint64_t v;
 
     assert_int_equal(vfe_connect(f, t->path, fx_pump, t), 0);
-    assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_FEATURES, &v), 0);
-    assert_true(v & BIT(AIOL_VHOST_F_VERSION_1));
-    assert_true(v & BIT(AIOL_VHOST_F_RING_INDIRECT_DESC));
-    assert_true(v & BIT(AIOL_VHOST_F_RING_EVENT_IDX));
-    assert_true(v & BIT(AIOL_VHOST_F_PROTOCOL_FEATURES));
+    assert_int_equal(vfe_get_u64(f, AIOL__VHOST_GET_FEATURES, &v), 0);
+    assert_true(v & BIT(AIOL__VHOST_F_VERSION_1));
+    assert_true(v & BIT(AIOL__VHOST_F_RING_INDIRECT_DESC));
+    assert_true(v & BIT(AIOL__VHOST_F_RING_EVENT_IDX));
+    assert_true(v & BIT(AIOL__VHOST_F_PROTOCOL_FEATURES));
     assert_true(v & BIT(TOYDEV_F_ECHO));
-    assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_PROTOCOL_FEATURES, &v), 0);
-    assert_int_equal(v, BIT(AIOL_VHOST_PROTOCOL_F_MQ) |
-                        BIT(AIOL_VHOST_PROTOCOL_F_REPLY_ACK) |
-                        BIT(AIOL_VHOST_PROTOCOL_F_CONFIG));
+    assert_int_equal(vfe_get_u64(f, AIOL__VHOST_GET_PROTOCOL_FEATURES, &v), 0);
+    assert_int_equal(v, BIT(AIOL__VHOST_PROTOCOL_F_MQ) |
+                        BIT(AIOL__VHOST_PROTOCOL_F_REPLY_ACK) |
+                        BIT(AIOL__VHOST_PROTOCOL_F_CONFIG));
     assert_true(aiol_vhost_dev_is_connected(t->dev));
     vfe_close(f);
     assert_int_equal(vfe_connect(f, t->path, fx_pump, t), 0);
-    assert_int_equal(vfe_negotiate(f, BIT(AIOL_VHOST_F_VERSION_1) |
-                                   BIT(AIOL_VHOST_F_PROTOCOL_FEATURES),
-                                   BIT(AIOL_VHOST_PROTOCOL_F_MQ)), 0);
+    assert_int_equal(vfe_negotiate(f, BIT(AIOL__VHOST_F_VERSION_1) |
+                                   BIT(AIOL__VHOST_F_PROTOCOL_FEATURES),
+                                   BIT(AIOL__VHOST_PROTOCOL_F_MQ)), 0);
     vfe_pump(f, 5);
     assert_int_equal(aiol_vhost_dev_features_get(t->dev),
-                     BIT(AIOL_VHOST_F_VERSION_1) |
-                     BIT(AIOL_VHOST_F_PROTOCOL_FEATURES));
+                     BIT(AIOL__VHOST_F_VERSION_1) |
+                     BIT(AIOL__VHOST_F_PROTOCOL_FEATURES));
     assert_int_equal(aiol_vhost_dev_protocol_features_get(t->dev),
-                     BIT(AIOL_VHOST_PROTOCOL_F_MQ));
+                     BIT(AIOL__VHOST_PROTOCOL_F_MQ));
     /* MQ: the queue count. */
-    assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_QUEUE_NUM, &v), 0);
+    assert_int_equal(vfe_get_u64(f, AIOL__VHOST_GET_QUEUE_NUM, &v), 0);
     assert_int_equal(v, FX_QUEUES);
     /* Features that were not offered: refused, and without REPLY_ACK the
      * frontend cannot learn it, so the connection goes. */
-    assert_int_equal(vfe_set_u64(f, AIOL_VHOST_SET_FEATURES, BIT(45), false),
+    assert_int_equal(vfe_set_u64(f, AIOL__VHOST_SET_FEATURES, BIT(45), false),
                      0);
     assert_true(vfe_dropped(f));
     fx_assert_serves_next(t);
@@ -85,18 +85,18 @@ static void test_reply_ack(void **state)
     aiol_vhost_stats st;
 
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
-    assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, 1, 64,
+    assert_int_equal(vfe_vring_state(f, AIOL__VHOST_SET_VRING_NUM, 1, 64,
                                      true), 0);
     /* A refused request with need_reply: a failure ack, still connected. */
-    assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, 1, 0,
+    assert_int_equal(vfe_vring_state(f, AIOL__VHOST_SET_VRING_NUM, 1, 0,
                                      true), -EINVAL);
     /* (a size that is not a power of 2: packed rings only) */
-    assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, 1, 3,
+    assert_int_equal(vfe_vring_state(f, AIOL__VHOST_SET_VRING_NUM, 1, 3,
                                      true), vfe_packed(f) ? 0 : -EINVAL);
-    assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, 9, 8,
+    assert_int_equal(vfe_vring_state(f, AIOL__VHOST_SET_VRING_NUM, 9, 8,
                                      true), -ERANGE);
     assert_int_equal(vfe_set_u64(f, 99 /* unknown */, 0, true), -ENOSYS);
-    assert_int_equal(vfe_set_u64(f, AIOL_VHOST_SET_FEATURES, BIT(45), true),
+    assert_int_equal(vfe_set_u64(f, AIOL__VHOST_SET_FEATURES, BIT(45), true),
                      -EINVAL);
     assert_int_equal(vfe_set_mem_table(f, true), 0);
     aiol_vhost_dev_stats_get(t->dev, &st);
@@ -104,7 +104,7 @@ static void test_reply_ack(void **state)
     assert_int_equal(st.drops, 0);
     assert_int_equal(fx_request(t, 0, false), 0);
     /* The same refusal without need_reply drops the connection. */
-    assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, 1, 0,
+    assert_int_equal(vfe_vring_state(f, AIOL__VHOST_SET_VRING_NUM, 1, 0,
                                      false), 0);
     assert_true(vfe_dropped(f));
     fx_assert_serves_next(t);
@@ -120,25 +120,25 @@ static void test_config(void **state)
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     memset(p, 0, sizeof(p));
     memcpy(p, c, 12);
-    assert_int_equal(vfe_send(f, AIOL_VHOST_GET_CONFIG, 0, p, 28, NULL, 0),
+    assert_int_equal(vfe_send(f, AIOL__VHOST_GET_CONFIG, 0, p, 28, NULL, 0),
                      0);
-    assert_int_equal(vfe_recv(f, AIOL_VHOST_GET_CONFIG, p, sizeof(p)), 28);
+    assert_int_equal(vfe_recv(f, AIOL__VHOST_GET_CONFIG, p, sizeof(p)), 28);
     assert_memory_equal(p + 12, "TOYCONF-abcdefgh", 16);
     c[0] = 8;
     c[1] = 4;
     memcpy(p, c, 12);
     memcpy(p + 12, "WXYZ", 4);
-    assert_int_equal(vfe_request_ack(f, AIOL_VHOST_SET_CONFIG, p, 16, NULL,
+    assert_int_equal(vfe_request_ack(f, AIOL__VHOST_SET_CONFIG, p, 16, NULL,
                                      0), 0);
     assert_memory_equal(t->toy.config, "TOYCONF-WXYZefgh", 16);
     c[0] = 0; /* read-only part */
     memcpy(p, c, 12);
-    assert_int_equal(vfe_request_ack(f, AIOL_VHOST_SET_CONFIG, p, 16, NULL,
+    assert_int_equal(vfe_request_ack(f, AIOL__VHOST_SET_CONFIG, p, 16, NULL,
                                      0), -EPERM);
     /* Size field not matching the payload: malformed. */
     c[1] = 8;
     memcpy(p, c, 12);
-    assert_int_equal(vfe_send(f, AIOL_VHOST_SET_CONFIG, 0, p, 16, NULL, 0),
+    assert_int_equal(vfe_send(f, AIOL__VHOST_SET_CONFIG, 0, p, 16, NULL, 0),
                      0);
     assert_true(vfe_dropped(f));
     fx_assert_serves_next(t);
@@ -251,9 +251,9 @@ static void test_call_signalled_when_set(void **state)
     /* a new call fd on the running ring */
     efd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     assert_true(efd >= 0);
-    assert_int_equal(vfe_send(f, AIOL_VHOST_SET_VRING_CALL, 0, &arg, 8,
+    assert_int_equal(vfe_send(f, AIOL__VHOST_SET_VRING_CALL, 0, &arg, 8,
                               &efd, 1), 0);
-    assert_int_equal(vfe_get_u64(f, AIOL_VHOST_GET_FEATURES, &v), 0);
+    assert_int_equal(vfe_get_u64(f, AIOL__VHOST_GET_FEATURES, &v), 0);
     assert_int_equal(read(efd, &v, 8), 8);
     assert_int_equal(v, 1);
     close(f->vq[0].call);
@@ -399,9 +399,9 @@ static void test_get_vring_base(void **state)
     assert_int_equal(fx_request(t, 0, false), 0);
     assert_int_equal(fx_request(t, 0, true), 0);
     assert_true(aiol_vhost_vq_is_running(aiol_vhost_dev_vq_get(t->dev, 0)));
-    assert_int_equal(vfe_send(f, AIOL_VHOST_GET_VRING_BASE, 0, s, 8, NULL, 0),
+    assert_int_equal(vfe_send(f, AIOL__VHOST_GET_VRING_BASE, 0, s, 8, NULL, 0),
                      0);
-    assert_int_equal(vfe_recv(f, AIOL_VHOST_GET_VRING_BASE, s, 8), 8);
+    assert_int_equal(vfe_recv(f, AIOL__VHOST_GET_VRING_BASE, s, 8), 8);
     assert_int_equal(s[0], 0);
     /* (packed: 4 descriptors, with the wrap counter's bit, in both
        halves: the next one to pop and the next one to use) */
@@ -503,11 +503,11 @@ static void test_vring_enable(void **state)
     uint64_t w;
     vfe_buf b;
 
-    assert_int_equal(fx_session(t, ~BIT(AIOL_VHOST_F_PROTOCOL_FEATURES), 0),
+    assert_int_equal(fx_session(t, ~BIT(AIOL__VHOST_F_PROTOCOL_FEATURES), 0),
                      0);
     assert_int_equal(fx_request(t, 0, false), 0);
     fx_assert_serves_next(t); /* with PROTOCOL_FEATURES: enabled by vfe */
-    assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_ENABLE, 0, 0,
+    assert_int_equal(vfe_vring_state(f, AIOL__VHOST_SET_VRING_ENABLE, 0, 0,
                                      true), 0);
     w = vfe_alloc(f, 0, 16, 1);
     b = (vfe_buf){ w, 16, true };
@@ -516,7 +516,7 @@ static void test_vring_enable(void **state)
     assert_int_equal(vfe_vq_used_pending(f, 0), 0);
     assert_false(aiol_vhost_vq_is_running(aiol_vhost_dev_vq_get(t->dev, 0)));
     /* Enabling serves what was kicked meanwhile. */
-    assert_int_equal(vfe_vring_state(f, AIOL_VHOST_SET_VRING_ENABLE, 0, 1,
+    assert_int_equal(vfe_vring_state(f, AIOL__VHOST_SET_VRING_ENABLE, 0, 1,
                                      true), 0);
     assert_int_equal(vfe_vq_used_pending(f, 0), 1);
 }
@@ -529,7 +529,7 @@ static void test_reset_owner(void **state)
 
     assert_int_equal(fx_session(t, FX_ALL_FEATURES, FX_ALL_PROTOCOL), 0);
     assert_int_equal(fx_request(t, 0, false), 0);
-    assert_int_equal(vfe_send(f, AIOL_VHOST_RESET_OWNER, 0, NULL, 0, NULL, 0),
+    assert_int_equal(vfe_send(f, AIOL__VHOST_RESET_OWNER, 0, NULL, 0, NULL, 0),
                      0);
     vfe_pump(f, 5);
     assert_int_equal(aiol_vhost_dev_features_get(t->dev), 0);

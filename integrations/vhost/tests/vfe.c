@@ -135,7 +135,7 @@ int vfe_send(vfe *f, uint32_t req, uint32_t flags, const void *payload,
              uint32_t size, const int *fds, unsigned nfds)
 {
     uint8_t buf[12 + 4096];
-    uint32_t h[3] = { req, flags | AIOL_VHOST_FLAG_VERSION, size };
+    uint32_t h[3] = { req, flags | AIOL__VHOST_FLAG_VERSION, size };
 
     if (size > 4096) {
         return -EINVAL;
@@ -181,7 +181,7 @@ int vfe_recv(vfe *f, uint32_t req, void *payload, uint32_t cap)
     if (r < 0) {
         return r;
     }
-    if (h[0] != req || (h[1] & AIOL_VHOST_FLAG_REPLY) == 0 ||
+    if (h[0] != req || (h[1] & AIOL__VHOST_FLAG_REPLY) == 0 ||
         (h[1] & 3) != 1 || h[2] > sizeof(junk)) {
         return -EPROTO;
     }
@@ -207,7 +207,7 @@ int vfe_request_ack(vfe *f, uint32_t req, const void *payload,
                     uint32_t size, const int *fds, unsigned nfds)
 {
     uint64_t v;
-    int r = vfe_send(f, req, AIOL_VHOST_FLAG_NEED_REPLY, payload, size, fds,
+    int r = vfe_send(f, req, AIOL__VHOST_FLAG_NEED_REPLY, payload, size, fds,
                      nfds);
 
     if (r < 0) {
@@ -253,28 +253,28 @@ int vfe_negotiate(vfe *f, uint64_t features, uint64_t protocol)
     uint64_t v;
     int r;
 
-    if ((r = vfe_get_u64(f, AIOL_VHOST_GET_FEATURES, &v)) < 0) {
+    if ((r = vfe_get_u64(f, AIOL__VHOST_GET_FEATURES, &v)) < 0) {
         return r;
     }
     f->features = v & features;
     if (!f->want_packed) {
-        f->features &= ~(1ull << AIOL_VHOST_F_RING_PACKED);
+        f->features &= ~(1ull << AIOL__VHOST_F_RING_PACKED);
     }
-    if ((r = vfe_set_u64(f, AIOL_VHOST_SET_FEATURES, f->features,
+    if ((r = vfe_set_u64(f, AIOL__VHOST_SET_FEATURES, f->features,
                          false)) < 0) {
         return r;
     }
-    if (f->features & (1ull << AIOL_VHOST_F_PROTOCOL_FEATURES)) {
-        if ((r = vfe_get_u64(f, AIOL_VHOST_GET_PROTOCOL_FEATURES, &v)) < 0) {
+    if (f->features & (1ull << AIOL__VHOST_F_PROTOCOL_FEATURES)) {
+        if ((r = vfe_get_u64(f, AIOL__VHOST_GET_PROTOCOL_FEATURES, &v)) < 0) {
             return r;
         }
         f->protocol = v & protocol;
-        if ((r = vfe_set_u64(f, AIOL_VHOST_SET_PROTOCOL_FEATURES,
+        if ((r = vfe_set_u64(f, AIOL__VHOST_SET_PROTOCOL_FEATURES,
                              f->protocol, false)) < 0) {
             return r;
         }
     }
-    return vfe_send(f, AIOL_VHOST_SET_OWNER, 0, NULL, 0, NULL, 0);
+    return vfe_send(f, AIOL__VHOST_SET_OWNER, 0, NULL, 0, NULL, 0);
 }
 
 int vfe_mem_create(vfe *f, size_t size, unsigned nregions)
@@ -318,9 +318,9 @@ int vfe_set_mem_table(vfe *f, bool ack)
         memcpy(p + 8 + 32 * i, v, 32);
         fds[i] = f->memfd;
     }
-    return ack ? vfe_request_ack(f, AIOL_VHOST_SET_MEM_TABLE, p, 8 + 32 * n,
+    return ack ? vfe_request_ack(f, AIOL__VHOST_SET_MEM_TABLE, p, 8 + 32 * n,
                                  fds, n)
-               : vfe_send(f, AIOL_VHOST_SET_MEM_TABLE, 0, p, 8 + 32 * n, fds,
+               : vfe_send(f, AIOL__VHOST_SET_MEM_TABLE, 0, p, 8 + 32 * n, fds,
                           n);
 }
 
@@ -363,7 +363,7 @@ static uint64_t read_efd(int fd)
 
 bool vfe_packed(const vfe *f)
 {
-    return (f->features >> AIOL_VHOST_F_RING_PACKED) & 1;
+    return (f->features >> AIOL__VHOST_F_RING_PACKED) & 1;
 }
 
 unsigned vfe_ring_units(const vfe *f, unsigned chains, unsigned per)
@@ -399,9 +399,9 @@ int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd)
     q->avail_idx = q->last_used = q->next_desc = 0;
     vfe_packed_reset(q);
     /* (packed: next descriptor 0 on lap 1, used position the same) */
-    if ((r = vfe_vring_state(f, AIOL_VHOST_SET_VRING_NUM, idx, num,
+    if ((r = vfe_vring_state(f, AIOL__VHOST_SET_VRING_NUM, idx, num,
                              false)) < 0 ||
-        (r = vfe_vring_state(f, AIOL_VHOST_SET_VRING_BASE, idx,
+        (r = vfe_vring_state(f, AIOL__VHOST_SET_VRING_BASE, idx,
                              packed ? 0x80008000u : 0, false)) < 0) {
         return r;
     }
@@ -411,7 +411,7 @@ int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd)
     v[3] = 0;
     memcpy(a, h, 8);
     memcpy(a + 8, v, 32);
-    if ((r = vfe_send(f, AIOL_VHOST_SET_VRING_ADDR, 0, a, 40, NULL, 0)) < 0) {
+    if ((r = vfe_send(f, AIOL__VHOST_SET_VRING_ADDR, 0, a, 40, NULL, 0)) < 0) {
         return r;
     }
     close_fd(&q->kick);
@@ -421,15 +421,15 @@ int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd)
     q->err = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     q->call = call_nofd ? -1 : eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     arg = idx;
-    if ((r = vfe_send(f, AIOL_VHOST_SET_VRING_ERR, 0, &arg, 8, &q->err,
+    if ((r = vfe_send(f, AIOL__VHOST_SET_VRING_ERR, 0, &arg, 8, &q->err,
                       1)) < 0) {
         return r;
     }
     if (call_nofd) {
-        arg = idx | AIOL_VHOST_VRING_NOFD_MASK;
-        r = vfe_send(f, AIOL_VHOST_SET_VRING_CALL, 0, &arg, 8, NULL, 0);
+        arg = idx | AIOL__VHOST_VRING_NOFD_MASK;
+        r = vfe_send(f, AIOL__VHOST_SET_VRING_CALL, 0, &arg, 8, NULL, 0);
     } else {
-        r = vfe_send(f, AIOL_VHOST_SET_VRING_CALL, 0, &arg, 8, &q->call, 1);
+        r = vfe_send(f, AIOL__VHOST_SET_VRING_CALL, 0, &arg, 8, &q->call, 1);
     }
     if (r < 0) {
         return r;
@@ -439,18 +439,18 @@ int vfe_vq_setup(vfe *f, unsigned idx, uint16_t num, bool call_nofd)
            a new call fd gets is read away so that counts start at 0) */
         uint64_t feat;
 
-        if ((r = vfe_get_u64(f, AIOL_VHOST_GET_FEATURES, &feat)) < 0) {
+        if ((r = vfe_get_u64(f, AIOL__VHOST_GET_FEATURES, &feat)) < 0) {
             return r;
         }
         q->call_on_set = read_efd(q->call);
     }
     arg = idx;
-    if ((r = vfe_send(f, AIOL_VHOST_SET_VRING_KICK, 0, &arg, 8, &q->kick,
+    if ((r = vfe_send(f, AIOL__VHOST_SET_VRING_KICK, 0, &arg, 8, &q->kick,
                       1)) < 0) {
         return r;
     }
-    if (f->features & (1ull << AIOL_VHOST_F_PROTOCOL_FEATURES)) {
-        r = vfe_vring_state(f, AIOL_VHOST_SET_VRING_ENABLE, idx, 1, false);
+    if (f->features & (1ull << AIOL__VHOST_F_PROTOCOL_FEATURES)) {
+        r = vfe_vring_state(f, AIOL__VHOST_SET_VRING_ENABLE, idx, 1, false);
     }
     return r;
 }
@@ -533,9 +533,9 @@ void vfe_vq_kick(vfe *f, unsigned idx)
 int vfe_vq_stop(vfe *f, unsigned idx)
 {
     uint32_t s[2] = { idx, 0 };
-    int r = vfe_send(f, AIOL_VHOST_GET_VRING_BASE, 0, s, 8, NULL, 0);
+    int r = vfe_send(f, AIOL__VHOST_GET_VRING_BASE, 0, s, 8, NULL, 0);
 
-    if (r < 0 || (r = vfe_recv(f, AIOL_VHOST_GET_VRING_BASE, s, 8)) < 0) {
+    if (r < 0 || (r = vfe_recv(f, AIOL__VHOST_GET_VRING_BASE, s, 8)) < 0) {
         return r;
     }
     if (r != 8 || s[0] != idx) {

@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "vhost-proto.h" /* (the library's, ../src) */
+
 #define VFE_MAX_VQ 8
 #define VFE_MAX_REGIONS 8
 
