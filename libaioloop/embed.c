@@ -280,7 +280,7 @@ bool aiol_loop_dispatch_fds(aiol_loop *loop, const struct pollfd *fds,
     return aiol__loop_iterate(loop, 0, true, true, fds, n);
 }
 
-int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
+int aiol_phase_new(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
                    aiol_phase **out)
 {
     aiol_phase *phase;
@@ -304,9 +304,11 @@ int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
     return 0;
 }
 
-void aiol_phase_remove(aiol_phase *phase)
+void aiol_phase_free(aiol_phase *phase)
 {
-    aiol__check(phase != NULL, "phase is NULL");
+    if (phase == NULL) {
+        return;
+    }
     aiol__check(atomic_load(&phase->loop->walkers) == 0,
                 "phases are not removed from inside the loop's callbacks");
     phase->loop->phases_first -= phase->ops.first != NULL;

@@ -651,7 +651,7 @@ static void test_embed_phase_deadline_and_progress(void **state)
     lw_watchdog w;
 
     (void)state;
-    assert_int_equal(aiol_phase_add(loop, &phase_ops, &p, &ph), 0);
+    assert_int_equal(aiol_phase_new(loop, &phase_ops, &p, &ph), 0);
 
     /* dispatched once per iteration; no work, no progress */
     for (int i = 1; i <= 5; i++) {
@@ -682,7 +682,7 @@ static void test_embed_phase_deadline_and_progress(void **state)
     assert_int_equal(lw_watchdog_free(&w), 0);
 
     /* removed: no more dispatches, and its deadline no longer counts */
-    aiol_phase_remove(ph);
+    aiol_phase_free(ph);
     p.due = 0;
     assert_int_equal(aiol_loop_prepare(loop), AIOL_DEADLINE_NONE);
     assert_false(aiol_loop_check(loop));
@@ -705,9 +705,9 @@ static void test_embed_phase_runs_after_other_work(void **state)
     int runs = 0, fired = 0;
 
     (void)state;
-    assert_int_equal(aiol_phase_add(loop, &phase_ops, &p, &ph), 0);
-    assert_int_equal(aiol_phase_add(loop, &phase_ops, &q, &qh), 0);
-    assert_int_equal(aiol_phase_add(loop, &phase_first_ops, &f, &fh), 0);
+    assert_int_equal(aiol_phase_new(loop, &phase_ops, &p, &ph), 0);
+    assert_int_equal(aiol_phase_new(loop, &phase_ops, &q, &qh), 0);
+    assert_int_equal(aiol_phase_new(loop, &phase_first_ops, &f, &fh), 0);
     assert_int_equal(aiol_bh_new(loop, cb_count, &runs, &bh), 0);
     assert_int_equal(aiol_timer_new(c, cb_timer, &fired, &t), 0);
     assert_int_equal(aiol_fd_set(loop, h.fd, cb_efd_read, NULL, NULL, &h),
@@ -732,9 +732,9 @@ static void test_embed_phase_runs_after_other_work(void **state)
     assert_true(aiol_loop_poll(loop, false));
     assert_int_equal(f.firsts, 4);
 
-    aiol_phase_remove(fh);
-    aiol_phase_remove(qh);
-    aiol_phase_remove(ph);
+    aiol_phase_free(fh);
+    aiol_phase_free(qh);
+    aiol_phase_free(ph);
     assert_int_equal(aiol_fd_remove(loop, h.fd), 0);
     close(h.fd);
     aiol_timer_free(t);

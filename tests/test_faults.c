@@ -212,7 +212,7 @@ static void workload_setup(const char *fdmon)
     TRY(aiol_bh_new(loop, on_bh, NULL, &W.bh));
     aiol_bh_schedule(W.bh);
     TRY(aiol_bh_schedule_oneshot(loop, on_oneshot, NULL));
-    TRY(aiol_phase_add(loop, &(aiol_phase_ops){ .dispatch = on_phase }, NULL,
+    TRY(aiol_phase_new(loop, &(aiol_phase_ops){ .dispatch = on_phase }, NULL,
                        &W.phase));
     for (int i = 0; i < NTIMERS; i++) {
         TRY(aiol_timer_new(aiol_loop_clock_get(loop), on_timer,
@@ -285,7 +285,7 @@ static void workload_teardown(void)
         aiol_bh_free(W.bh);
     }
     if (W.phase != NULL) {
-        aiol_phase_remove(W.phase);
+        aiol_phase_free(W.phase);
     }
     aiol_loop_free(W.loop);
     close(W.file_fd);

@@ -181,15 +181,18 @@ typedef struct aiol_phase_ops {
 } aiol_phase_ops;
 
 /**
- * Adds a phase to every iteration of @p loop.  Not from inside the loop's
- * callbacks.  @p ops is copied.
+ * Makes a phase that runs in every iteration of @p loop.  Not from inside
+ * the loop's callbacks.  @p ops is copied.
  * @return 0 or -ENOMEM.
  */
-int aiol_phase_add(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
+int aiol_phase_new(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
                    aiol_phase **out);
 
-/** Removes and frees a phase.  Not from inside the loop's callbacks. */
-void aiol_phase_remove(aiol_phase *phase);
+/**
+ * Takes a phase out of its loop's iterations and frees it.  Not from
+ * inside the loop's callbacks.  NULL is a no-op.
+ */
+void aiol_phase_free(aiol_phase *phase);
 
 #pragma GCC visibility pop
 

@@ -67,14 +67,14 @@ typedef int64_t aiol_clock_now_fn(void *opaque);
 aiol_clock *aiol_loop_clock_get(aiol_loop *loop);
 
 /**
- * Adds a clock whose time is @p now(@p opaque).
+ * Makes a clock of @p loop whose time is @p now(@p opaque).
  * @return 0 or -ENOMEM.
  */
 int aiol_clock_new(aiol_loop *loop, aiol_clock_now_fn *now, void *opaque,
                    aiol_clock **out);
 
 /**
- * Removes a clock made by aiol_clock_new().  Its timers must have been
+ * Frees a clock made by aiol_clock_new().  Its timers must have been
  * freed (one still armed aborts).  Allowed from any timer callback, that
  * clock's own included (see above); the memory may outlive the call until
  * the run in progress over it ends, but the clock must not be used again.

@@ -160,7 +160,7 @@ void aiol_vmm_ioev_txn_begin(aiol_vmm_ioev_group *set)
     set->depth++;
 }
 
-bool aiol_vmm_ioev_txn_get(const aiol_vmm_ioev_group *set)
+bool aiol_vmm_ioev_txn_is_open(const aiol_vmm_ioev_group *set)
 {
     return set->depth > 0;
 }

@@ -340,7 +340,7 @@ void aiol_vmm_msi_table_abort(aiol_vmm_msi_table *t)
     }
 }
 
-bool aiol_vmm_msi_table_dirty_get(const aiol_vmm_msi_table *t)
+bool aiol_vmm_msi_table_is_dirty(const aiol_vmm_msi_table *t)
 {
     if (fixed_differs(t)) {
         return true;

@@ -6,7 +6,7 @@
  *
  * The eventfd is made the first time the queue gets a vector and kept
  * while the vector comes and goes (a driver may set and clear it around
- * a reset); only aiol_vmm_callfd_free() closes it, once the table no
+ * a reset); only aiol_vmm_callfd_remove() closes it, once the table no
  * longer has it attached, wanted or committed.
  */
 #ifndef _GNU_SOURCE
@@ -72,7 +72,7 @@ int aiol_vmm_callfd_get(const aiol_vmm_callfd *vc)
     return vc->bound ? vc->efd : -1;
 }
 
-void aiol_vmm_callfd_free(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc)
+void aiol_vmm_callfd_remove(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc)
 {
     aiol__vmm_check(t != NULL && vc != NULL, "NULL argument");
     if (vc->efd < 0) {

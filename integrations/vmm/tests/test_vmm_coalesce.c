@@ -165,7 +165,7 @@ static void test_error_reaches_waiter(void **state)
     assert_int_equal(F.done_results[1], -ENOMEM);
     assert_true(fk_route(F.fk, F.gsi[1], &got));
     assert_memory_equal(&got, &old, sizeof(old));
-    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_false(aiol_vmm_msi_table_is_dirty(F.t));
     assert_int_equal(aiol_vmm_msi_msg_get(F.t, F.gsi[1], false, &got), 0);
     assert_memory_equal(&got, &old, sizeof(old));
     /* Next burst succeeds. */

@@ -218,7 +218,7 @@ static void workload_teardown(void)
     }
     assert_int_equal(aiol_vmm_msi_table_commit(W.t), 0);
     for (int i = 0; i < NQ; i++) {
-        aiol_vmm_callfd_free(W.t, &W.vc[i]);
+        aiol_vmm_callfd_remove(W.t, &W.vc[i]);
     }
     aiol_vmm_msi_table_free(W.t);
     aiol_vmm_ioev_txn_begin(W.set);

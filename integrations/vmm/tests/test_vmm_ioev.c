@@ -175,10 +175,10 @@ static void test_nested(void **state)
     aiol_vmm_ioev_txn_begin(F.set);
     assert_int_equal(aiol_vmm_ioev_set(F.n[0], &m), 0);
     assert_int_equal(aiol_vmm_ioev_txn_commit(F.set), 0);
-    assert_true(aiol_vmm_ioev_txn_get(F.set));
+    assert_true(aiol_vmm_ioev_txn_is_open(F.set));
     assert_int_equal(fk_total(F.fk), 0);
     assert_int_equal(aiol_vmm_ioev_txn_commit(F.set), 0);
-    assert_false(aiol_vmm_ioev_txn_get(F.set));
+    assert_false(aiol_vmm_ioev_txn_is_open(F.set));
     assert_int_equal(fk_total(F.fk), 1);
     assert_consistent();
 }
@@ -239,7 +239,7 @@ static void test_eexist(void **state)
     /* Rolled back: n2's assign (if it ran) was undone. */
     assert_false(aiol_vmm_ioev_match_get(F.n[2], NULL));
     assert_consistent();
-    assert_true(aiol_vmm_ioev_txn_get(F.set));
+    assert_true(aiol_vmm_ioev_txn_is_open(F.set));
     /* Fix the transaction and commit it again. */
     assert_int_equal(aiol_vmm_ioev_remove(F.n[1]), 0);
     assert_int_equal(aiol_vmm_ioev_txn_commit(F.set), 0);
@@ -375,7 +375,7 @@ static void test_abort(void **state)
     aiol_vmm_ioev_txn_begin(F.set);
     assert_int_equal(aiol_vmm_ioev_set(F.n[0], &m), 0);
     aiol_vmm_ioev_txn_abort(F.set);
-    assert_false(aiol_vmm_ioev_txn_get(F.set));
+    assert_false(aiol_vmm_ioev_txn_is_open(F.set));
     assert_int_equal(fk_total(F.fk), 0);
     aiol_vmm_ioev_free(F.n[0]);
     F.n[0] = NULL;

@@ -191,7 +191,7 @@ static void test_routes(void **state)
     assert_int_equal(aiol_vmm_msi_irqfd_set(t, g, spare), 0);
     close(spare);
     assert_int_equal(aiol_vmm_msi_table_commit(t), -EBADF);
-    assert_true(aiol_vmm_msi_table_dirty_get(t));
+    assert_true(aiol_vmm_msi_table_is_dirty(t));
     vt_eventfd_at(spare);
     assert_int_equal(aiol_vmm_msi_table_commit(t), 0);
     assert_int_equal(aiol_vmm_msi_irqfd_get(t, g, true), spare);

@@ -94,7 +94,7 @@ static void add_all(bool irqfds)
         }
     }
     assert_int_equal(fk_total(F.fk), 0);
-    assert_true(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_true(aiol_vmm_msi_table_is_dirty(F.t));
     assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
 }
 
@@ -113,7 +113,7 @@ static void test_batch_one_commit(void **state)
     assert_int_equal(n, NV + 1);
     assert_int_equal(log[0], FK_SET_GSI_ROUTING); /* routes first */
     assert_int_equal(fk_route_count(F.fk), NV);
-    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_false(aiol_vmm_msi_table_is_dirty(F.t));
     assert_consistent();
 }
 
@@ -128,10 +128,10 @@ static void test_unchanged_commits_nothing(void **state)
     assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[0], &a), 0); /* same */
     assert_int_equal(aiol_vmm_msi_irqfd_set(F.t, F.gsi[1], F.efd[1]), 0);
-    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_false(aiol_vmm_msi_table_is_dirty(F.t));
     assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[0], &b), 0);
-    assert_true(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_true(aiol_vmm_msi_table_is_dirty(F.t));
     assert_int_equal(aiol_vmm_msi_msg_set(F.t, F.gsi[0], &a), 0); /* back */
     assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_total(F.fk), 0);
@@ -306,7 +306,7 @@ static void test_commit_failure_rolls_back(void **state)
     assert_memory_equal(&got, &a, sizeof(a)); /* the old table again */
     assert_false(fk_route(F.fk, g, NULL));
     assert_true(fk_irqfd_has(F.fk, F.efd[1], F.gsi[1])); /* re-attached */
-    assert_true(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_true(aiol_vmm_msi_table_is_dirty(F.t));
     assert_consistent();
     /* Retry once the cause is gone. */
     vt_eventfd_at(spare);
@@ -331,7 +331,7 @@ static void test_routing_failure_reattaches(void **state)
     assert_true(fk_irqfd_has(F.fk, F.efd[3], F.gsi[3]));
     assert_consistent();
     aiol_vmm_msi_table_abort(F.t);
-    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_false(aiol_vmm_msi_table_is_dirty(F.t));
     assert_int_equal(aiol_vmm_msi_table_count_get(F.t), NV);
 
     /* One eventfd for two routes: KVM says EBUSY; nothing changes. */
@@ -340,7 +340,7 @@ static void test_routing_failure_reattaches(void **state)
     assert_true(fk_irqfd_has(F.fk, F.efd[4], F.gsi[4]));
     assert_consistent();
     aiol_vmm_msi_route_abort(F.t, F.gsi[4]);
-    assert_false(aiol_vmm_msi_table_dirty_get(F.t));
+    assert_false(aiol_vmm_msi_table_is_dirty(F.t));
 }
 
 /* Fixed entries go ahead of the MSI routes in every commit. */
@@ -418,7 +418,7 @@ static void test_vring_call_policy(void **state)
     assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_true(fk_irqfd_has(F.fk, vc[2].efd, F.gsi[9]));
     assert_false(fk_irqfd_has(F.fk, vc[2].efd, F.gsi[2]));
-    aiol_vmm_callfd_free(F.t, &vc[1]);
+    aiol_vmm_callfd_remove(F.t, &vc[1]);
     for (int q = 0; q < NQ; q++) {
         assert_int_equal(aiol_vmm_callfd_set(F.t, &vc[q],
                                              AIOL_VMM_NO_VECTOR,
@@ -427,7 +427,7 @@ static void test_vring_call_policy(void **state)
     assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
     assert_int_equal(fk_irqfd_count(F.fk), 0);
     for (int q = 0; q < NQ; q++) {
-        aiol_vmm_callfd_free(F.t, &vc[q]);
+        aiol_vmm_callfd_remove(F.t, &vc[q]);
     }
     assert_consistent();
 }
@@ -440,7 +440,7 @@ static void release_bound(void *arg)
     add_all(false);
     assert_int_equal(aiol_vmm_callfd_set(F.t, &vc, 0, F.gsi[0]), 0);
     assert_int_equal(aiol_vmm_msi_table_commit(F.t), 0);
-    aiol_vmm_callfd_free(F.t, &vc); /* must abort */
+    aiol_vmm_callfd_remove(F.t, &vc); /* must abort */
 }
 
 static void test_vring_release_bound_aborts(void **state)

@@ -188,7 +188,7 @@ void aiol_vmm_ioev_txn_abort(aiol_vmm_ioev_group *g);
  * True while a transaction is open on @p g.
  * @return true inside a transaction (at any nesting depth), else false.
  */
-bool aiol_vmm_ioev_txn_get(const aiol_vmm_ioev_group *g);
+bool aiol_vmm_ioev_txn_is_open(const aiol_vmm_ioev_group *g);
 
 /**
  * Creates a notifier: a non-blocking eventfd and, with @p cb, a loop
@@ -370,7 +370,7 @@ void aiol_vmm_msi_route_abort(aiol_vmm_msi_table *t, uint32_t gsi);
  * True when a commit would issue an ioctl.
  * @return true when the wanted table differs from the committed one.
  */
-bool aiol_vmm_msi_table_dirty_get(const aiol_vmm_msi_table *t);
+bool aiol_vmm_msi_table_is_dirty(const aiol_vmm_msi_table *t);
 
 /**
  * The wanted (@p committed false) or committed message of route @p gsi.
@@ -535,7 +535,7 @@ int aiol_vmm_callfd_get(const aiol_vmm_callfd *vc);
  * Closes the call eventfd.  Aborts if it is still attached in @p t, wanted
  * or committed: set AIOL_VMM_NO_VECTOR and commit first.
  */
-void aiol_vmm_callfd_free(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc);
+void aiol_vmm_callfd_remove(aiol_vmm_msi_table *t, aiol_vmm_callfd *vc);
 
 #pragma GCC visibility pop
 
