@@ -9,38 +9,51 @@ follows the verb table of docs/abi.md (naming_errors() below).  Exit 1
 with the list of what is wrong; used by the 'abi' tests for each installed
 shared library.
 """
+import os
 import re
 import subprocess
 import sys
 
 
-# The verb table of docs/abi.md: a public function is
-# aiol_<noun>_<verb>[_<variant>], the verb one of these.
-VERBS = {
-    "new", "free",                       # an object's life
-    "set", "add", "remove",              # entries; set also attributes
-    "reserve",                           # room for entries ahead
-    "get",                               # read an attribute: always last
-    "is",                                # a predicate: <noun>_is_<state>
-    "schedule", "cancel", "mod",         # bottom halves, timers
-    "poll", "prepare", "check", "dispatch", "embed", "notify",
-    "attach", "detach",                  # a host loop's watchers
-    "submit", "flush", "drain",          # io_uring requests
-    "listen", "adopt", "disconnect",     # vhost-user connections
-    "pop", "push",                       # virtqueue elements
-    "begin", "commit", "abort",          # transactions
-}
-# Verbs with other spellings elsewhere, never used here.
-FORBIDDEN = {"create", "destroy", "delete", "del", "alloc", "release",
-             "init", "fini", "ref", "unref", "query", "fetch", "start",
-             "stop"}
-# What may follow "set": an ops struct, or waiting for the effect.
-SET_VARIANTS = {"ops", "wait"}
-# A whole verb phrase: the fork child's hook.
-PHRASES = {"after_fork"}
-# Whole names with no verb: the library's version, a fact of the library
-# rather than of an object (aioloop/aioloop.h).
-WHOLE = {"aiol_version", "aiol_version_string"}
+# The verb table of docs/abi.md, read from the page itself (one source):
+# a public function is aiol_<noun>_<verb>[_<variant>], the verb one of
+# the table's.
+ABI_MD = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                      "docs", "abi.md")
+
+
+def verb_table(path=ABI_MD):
+    """(VERBS, PHRASES, SET_VARIANTS, WHOLE, FORBIDDEN) from docs/abi.md:
+    the verbs of the table's first column (`<attribute>_get` is "get",
+    `is_<state>` "is", a word with "_" a whole phrase), what its set row
+    lets follow "set" (`_ops`), the (none) row's whole names, and the
+    words the paragraph after it says are never used."""
+    text = open(path, encoding="utf-8").read()
+    m = re.search(r"^\| verb \| meaning \| examples \|\n\|[-|]+\|\n((?:\|.*\n)+)",
+                  text, re.M)
+    if m is None:
+        sys.exit("check-symbols: no verb table in " + path)
+    verbs, phrases, set_variants, whole = set(), set(), set(), set()
+    for row in m.group(1).splitlines():
+        verb, meaning, examples = [c.strip() for c in row.strip("|").split("|")]
+        if verb == "(none)":
+            whole |= set(re.findall(r"`(aiol_\w+)`", examples))
+            continue
+        for tok in re.findall(r"`([^`]+)`", verb):
+            word = re.sub(r"<[^>]+>_?|_?<[^>]+>", "", tok)
+            (phrases if "_" in word else verbs).add(word)
+        if "`<attribute>_set`" in verb:
+            set_variants |= {t[1:] for t in re.findall(r"`(_\w+)`", meaning)}
+    m = re.search(r"^Never used, because the table has the word for them:(.*?)\n\n",
+                  text, re.M | re.S)
+    if m is None:
+        sys.exit("check-symbols: no 'Never used' paragraph in " + path)
+    said = re.sub(r"\([^)]*\)", "", m.group(1))
+    forbidden = set(re.findall(r"`(\w+)`", said))
+    return verbs, phrases, set_variants, whole, forbidden
+
+
+VERBS, PHRASES, SET_VARIANTS, WHOLE, FORBIDDEN = verb_table()
 
 
 def naming_errors(functions):
