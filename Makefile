@@ -480,7 +480,7 @@ bench-qemu-guest: bench-deps
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/bench/guest-fio.sh $(GUEST_FIO_ARGS) $(QEMU_WORK)
 
-# The seed's scale: one busy virtio-blk disk beside 1, 32 and 100 idle ones
+# Scale: one busy virtio-blk disk beside 1, 32 and 100 idle ones
 # on an iothread and on the main loop, stock 7.2 against the fork, in a TCG
 # guest (integrations/qemu/bench/guest-scale.sh; the plot goes to docs/).
 bench-qemu-scale: bench-deps

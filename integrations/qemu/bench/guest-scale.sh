@@ -4,7 +4,7 @@
 #                [--where "iothread main"] [--poll-max-ns N]
 #                [--disk-dir DIR] [--json OUT] [--plot PNG] [WORKDIR]
 #
-# The shape of the O(1) aio-posix measurement of the seed thread: many
+# Does the loop stay O(1) in the number of idle devices?  Many
 # virtio-blk devices on one thread, one of them busy.  fio in a TCG guest
 # (4 KiB random reads, iodepth 32, libaio, O_DIRECT) on one virtio-blk-pci
 # disk, with N idle virtio-blk-pci disks beside it (--idle, default 1, 32
