@@ -1,14 +1,15 @@
 #!/bin/sh
 # SPDX-License-Identifier: MIT
-# mirror.sh - prints the Debian archive this machine's apt uses (the URI of
-# its first source for the main archive: a deb822 entry in
-# /etc/apt/sources.list.d/*.sources or a line of /etc/apt/sources.list
-# whose suite is this release or a suite of it), so that scripts reaching
+# mirror.sh [SUITE] - prints the Debian archive this machine's apt uses
+# for SUITE (default: this release): the URI of its first source for it, a
+# deb822 entry in /etc/apt/sources.list.d/*.sources or a line of
+# /etc/apt/sources.list whose suites include it.  So scripts reaching
 # other releases (mmdebstrap, a private apt configuration) take the same
-# mirror and write no host name of their own.  Fails when there is none.
+# mirror, and the security archive with `mirror.sh bookworm-security`,
+# and write no host name of their own.  Fails when there is none.
 set -eu
 etc=${APT_ETC:-/etc/apt}
-codename=$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null || true)
+codename=${1:-$(sed -n 's/^VERSION_CODENAME=//p' /etc/os-release 2>/dev/null || true)}
 [ -n "$codename" ] || { echo "mirror.sh: no VERSION_CODENAME in /etc/os-release" >&2; exit 1; }
 
 # (deb822: an entry is a paragraph; its Types, URIs and Suites fields)
