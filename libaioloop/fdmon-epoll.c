@@ -120,28 +120,34 @@ static void always_drop(aiol__epoll_state *s, int fd)
 }
 
 /*
- * Under loop->lock.  Makes room for @fd in the per-fd array and, since an
- * fd is on the dirty and the always-ready list at most once, room on both
+ * Under loop->lock.  The reserve op (fdmon.h), which a set past the array
+ * uses too: makes room for @max_fd in the per-fd array and, since an fd
+ * is on the dirty and the always-ready list at most once, room on both
  * lists for every fd number the array covers: pushing onto them later,
  * where a failure could not be reported (a flush, a wait), never
- * allocates.  0 or -ENOMEM, the registrations unchanged.
+ * allocates.  Nothing here grows with the handler count (@more).  0 or
+ * -ENOMEM, the registrations unchanged.
  */
-static inline int reserve_fd(aiol__epoll_state *s, int fd)
+static int epoll_reserve(aiol_loop *loop, size_t more, int max_fd)
 {
-    if ((size_t)fd < s->nfds) {
+    aiol__epoll_state *s = loop->fdmon_state;
+
+    aiol__assert_locked(loop);
+    (void)more;
+    if ((size_t)max_fd < s->nfds) {
         return 0; /* (the lists grew with the array) */
     }
-    return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), fd,
+    return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), max_fd,
                             &s->dirty, &s->dirty_cap, &s->always,
                             &s->always_cap);
 }
 
-/* Under loop->lock.  Puts @fd on the dirty list (room: reserve_fd()). */
+/* Under loop->lock.  Puts @fd on the dirty list (room: epoll_reserve()). */
 static inline void mark_dirty(aiol__epoll_state *s, int fd)
 {
     if (!s->fds[fd].dirty) {
         aiol__check(s->ndirty < s->dirty_cap,
-                    "dirty list full despite reserve_fd()");
+                    "dirty list full despite epoll_reserve()");
         s->dirty[s->ndirty++] = fd;
         s->fds[fd].dirty = true;
     }
@@ -206,7 +212,7 @@ static inline int mark_set(aiol_loop *loop, aiol__epoll_state *s, int fd)
 static AIOL__NOINLINE int mark_set_grow(aiol_loop *loop,
                                         aiol__epoll_state *s, int fd)
 {
-    int ret = reserve_fd(s, fd);
+    int ret = epoll_reserve(loop, 0, fd);
 
     return ret < 0 ? ret : mark_set(loop, s, fd);
 }
@@ -235,14 +241,6 @@ static int epoll_update(aiol_loop *loop, aiol__handler *old,
         return mark_set_grow(loop, s, new_->fd);
     }
     return mark_set(loop, s, new_->fd);
-}
-
-/* Under loop->lock.  The fd-indexed arrays cover @max_fd (fdmon.h). */
-static int epoll_reserve(aiol_loop *loop, size_t more, int max_fd)
-{
-    aiol__assert_locked(loop);
-    (void)more; /* (nothing here grows with the handler count) */
-    return reserve_fd(loop->fdmon_state, max_fd);
 }
 
 /*
@@ -297,10 +295,10 @@ static bool sync_fd(aiol_loop *loop, aiol__epoll_state *s, int fd)
     if (ret == 0) {
         st->kernel = (uint8_t)want;
     } else if (ret == -EPERM) {
-        /* No poll method: always ready.  (Room: reserve_fd().) */
+        /* No poll method: always ready.  (Room: epoll_reserve().) */
         aiol__check(aiol__fd_list_push(&s->always, &s->nalways,
                                        &s->always_cap, fd) == 0,
-                    "always-ready list full despite reserve_fd()");
+                    "always-ready list full despite epoll_reserve()");
         st->always = (uint8_t)want;
         atomic_store_explicit(&s->has_always, true, memory_order_relaxed);
     } else if (ret == -EBADF) {

@@ -30,25 +30,31 @@ struct aiol__uring_fd {
 };
 
 /*
- * Under loop->lock.  Makes room for @fd in the per-fd array and, since an
- * fd is on the dirty and the fired list at most once, room on both lists
- * for every fd number the array covers: a completion's re-arm (reap) and
- * a cancel (direct embedding, a rebuilt ring) then never allocate, so they
- * cannot lose an fd, the notifier's above all.  0 or -ENOMEM.
+ * Under loop->lock.  The reserve op (fdmon.h), which update uses too:
+ * makes room for @max_fd in the per-fd array and, since an fd is on the
+ * dirty and the fired list at most once, room on both lists for every fd
+ * number the array covers: a completion's re-arm (reap) and a cancel
+ * (direct embedding, a rebuilt ring) then never allocate, so they cannot
+ * lose an fd, the notifier's above all.  Nothing here grows with the
+ * handler count (@more).  0 or -ENOMEM.
  */
-static int reserve_fd(aiol__uring_state *s, int fd)
+int aiol__uring_poll_reserve(aiol_loop *loop, size_t more, int max_fd)
 {
-    return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), fd,
+    aiol__uring_state *s = loop->fdmon_state;
+
+    aiol__assert_locked(loop);
+    (void)more;
+    return aiol__fd_reserve(&s->fds, &s->nfds, sizeof(*s->fds), max_fd,
                             &s->dirty, &s->dirty_cap, &s->fired,
                             &s->fired_cap);
 }
 
-/* Under loop->lock.  Puts @fd on the dirty list (room: reserve_fd()). */
+/* Under loop->lock.  Puts @fd on the dirty list (room: aiol__uring_poll_reserve()). */
 static void mark_dirty(aiol__uring_state *s, int fd)
 {
     aiol__check(aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
                                    &s->fds[fd].dirty, fd) == 0,
-                "dirty list full despite reserve_fd()");
+                "dirty list full despite aiol__uring_poll_reserve()");
 }
 
 /*
@@ -84,7 +90,7 @@ int aiol__uring_poll_update(aiol_loop *loop, aiol__handler *old,
      * it was added.  So a removal cannot fail, and never leaves a poll
      * armed for a handler that is gone.
      */
-    ret = nev != 0 ? reserve_fd(s, fd) : 0;
+    ret = nev != 0 ? aiol__uring_poll_reserve(loop, 0, fd) : 0;
     if (ret < 0) {
         return ret;
     }
@@ -94,13 +100,6 @@ int aiol__uring_poll_update(aiol_loop *loop, aiol__handler *old,
     }
     mark_dirty(s, fd);
     return aiol__update_owed(loop, &s->owed, new_ != NULL);
-}
-
-int aiol__uring_poll_reserve(aiol_loop *loop, size_t more, int max_fd)
-{
-    aiol__assert_locked(loop);
-    (void)more; /* (nothing here grows with the handler count) */
-    return reserve_fd(loop->fdmon_state, max_fd);
 }
 
 /*
@@ -232,10 +231,10 @@ int aiol__uring_poll_complete(aiol_loop *loop, aiol__uring_state *s,
             loop->stats.bad_fds += res == -EBADF;
             return 0;
         }
-        /* re-armed by the next flush (room: reserve_fd()) */
+        /* re-armed by the next flush (room: aiol__uring_poll_reserve()) */
         aiol__check(aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap,
                                        &st->fired, fd) == 0,
-                    "fired list full despite reserve_fd()");
+                    "fired list full despite aiol__uring_poll_reserve()");
         if (res < 0) {
             /*
              * -ECANCELED of the current generation: not our cancel (those
