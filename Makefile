@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-stock qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -495,6 +495,15 @@ bench-vmm: bench-build
 
 check-qemu-stock: qemu-stock
 	integrations/qemu/run-tests.sh $(QEMU_WORK) stock
+
+# Upstream QEMU 10.2.2 (Debian sid's source), stock, and its unit suite:
+# what the series moves to next (not part of make check yet).
+QEMU10_WORK ?= build-qemu10
+qemu10-stock:
+	integrations/qemu/build.sh --qemu 10.2 --stock $(QEMU10_WORK)
+
+check-qemu10-stock: qemu10-stock
+	integrations/qemu/run-tests.sh $(QEMU10_WORK) stock
 
 clean-qemu:
 	rm -rf $(QEMU_WORK)

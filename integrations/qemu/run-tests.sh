@@ -28,6 +28,12 @@ while [ $# -gt 0 ]; do
 done
 work=$(guest_workdir "$guest_work")
 bld=$work/$variant-build
+# A QEMU configured by a newer meson than Debian's (10.2, build.sh --qemu
+# 10.2) runs its tests with that meson, from WORKDIR/tools.
+if [ -d "$work/tools/usr/bin" ]; then
+    export PATH="$work/tools/usr/bin:$PATH"
+    export PYTHONPATH="$work/tools/usr/lib/python3/dist-packages${PYTHONPATH:+:$PYTHONPATH}"
+fi
 [ -f "$bld/build.ninja" ] || { echo "run-tests.sh: $bld is not built; run build.sh --$variant first" >&2; exit 1; }
 
 logbase=${LOGBASE:-unit-$variant}
