@@ -289,7 +289,7 @@ int aiol_phase_new(aiol_loop *loop, const aiol_phase_ops *ops, void *opaque,
     aiol__check(ops != NULL && out != NULL, "ops or out is NULL");
     aiol__assert_poller(loop);
     aiol__check(atomic_load(&loop->walkers) == 0,
-                "phases are not added from inside the loop's callbacks");
+                "phases are not made from inside the loop's callbacks");
     phase = calloc(1, sizeof(*phase));
     if (phase == NULL) {
         return -ENOMEM;
@@ -310,7 +310,7 @@ void aiol_phase_free(aiol_phase *phase)
         return;
     }
     aiol__check(atomic_load(&phase->loop->walkers) == 0,
-                "phases are not removed from inside the loop's callbacks");
+                "phases are not freed from inside the loop's callbacks");
     phase->loop->phases_first -= phase->ops.first != NULL;
     phase->loop->phases_dispatch -= phase->ops.dispatch != NULL;
     AIOL_LIST_REMOVE(phase, link);

@@ -193,7 +193,7 @@ void aiol_loop_free(aiol_loop *loop)
                 "loop freed from inside its own poll");
     aiol__owner_take(loop);
     aiol__check(AIOL_LIST_EMPTY(&loop->phases),
-                "loop freed while phases are still added");
+                "loop freed while phases still exist (free them first)");
     if (aiol__loop_forked(loop)) {
         aiol__loop_forget_forked(loop); /* a fork child: see fork.c */
     }
