@@ -314,7 +314,7 @@ bench-loop: bench-peers
 # Every family that runs on this machine alone, one after the other; the
 # QEMU ones (bench-notifiers, bench-qemu-*) build QEMU and stay apart.
 bench-all:
-	@echo "bench-all: about 60 minutes here (loop 10, python 5, lua 1, primitives 1, vmm 1, vhost 20, vhost-guest 20)"
+	@echo "bench-all: about 55 minutes here (loop 10, python 2, lua 1, primitives 1, vmm 1, vhost 20, vhost-guest 20)"
 	@$(MAKE) --no-print-directory bench-loop
 	@$(MAKE) --no-print-directory bench-python
 	@$(MAKE) --no-print-directory bench-lua
