@@ -15,12 +15,13 @@ import subprocess
 import sys
 from collections import namedtuple
 
+import report
+
 # run.py's variants: (library, fd monitor or None)
 OURS = ("aiol", "epoll")
 CONFINED = ("aiol", "epoll+confined")
 EV, UV, EVENT = ("ev", None), ("uv", None), ("event", None)
 PEERS = (EV, UV, EVENT)
-NAMES = {"ev": "libev", "uv": "libuv", "event": "libevent"}
 
 # label: what the row measures (with its unit); ours: libaioloop's variant
 # and workload; peers: the variants the target compares with, on
@@ -72,7 +73,7 @@ def rows(get):
     for r in ROWS:
         ours = get(r.workload, r.n, r.ours, r.metric)
         peers = [(get(r.peer_workload or r.workload, r.n, p, r.metric),
-                  NAMES[p[0]]) for p in r.peers]
+                  report.label(p)) for p in r.peers]
         peers = [p for p in peers if p[0] is not None]
         best = min(peers) if peers else None
         ratio = ours / best[0] if ours is not None and best else None
