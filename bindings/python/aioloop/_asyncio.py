@@ -16,8 +16,11 @@ with its scheduling and its I/O readiness moved onto a libaioloop loop
 - run_forever() runs libaioloop's poll, one iteration per asyncio
   iteration, with the GIL released while it sleeps.
 
-What stays asyncio's own pure-Python code: transports and protocols
-(selector_events, unix_events), TLS (sslproto), streams, subprocesses
+- a socket transport's write() and reader are C (SocketIO,
+  _speed_transport.c) over asyncio's _SelectorSocketTransport.
+
+What stays asyncio's own pure-Python code: the rest of the transports,
+protocols (selector_events, unix_events), TLS (sslproto), streams, subprocesses
 (and their child watcher where asyncio has one), signal handlers (the
 self-pipe is the signal wakeup fd, its reader a libaioloop handler),
 executors, getaddrinfo, futures and tasks (their C accelerator,
@@ -122,46 +125,28 @@ class _Selector(selectors._BaseSelectorImpl):
         super().close()
 
 
-class _SocketTransport(selector_events._SelectorSocketTransport):
-    """asyncio's socket transport, whose reads for a Protocol go through
-    the loop's Sched._recv() (one buffer, a bytes object of the size
-    read), with no trampoline between the reader and the read; the rest
-    is asyncio's."""
+def _fileobj_fd(fileobj):
+    """fileobj's fd, or None where the selector's own lookup must decide
+    (no fileno(), a closed object, a bad fd: its errors, as asyncio's)."""
+    try:
+        return selectors._fileobj_to_fd(fileobj)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+class _SocketTransport(_speed.SocketIO,
+                       selector_events._SelectorSocketTransport):
+    """asyncio's socket transport, whose write() and reader are SocketIO's
+    (_speed_transport.c): a send() with the GIL held when nothing is
+    buffered, and one read buffer for a Protocol's reads; the rest, and
+    every case those leave, is asyncio's."""
 
     _aiol_buffered = False
+    _aiol_slow_write = selector_events._SelectorSocketTransport.write
 
     def set_protocol(self, protocol):
         super().set_protocol(protocol)
         self._aiol_buffered = isinstance(protocol, asyncio.BufferedProtocol)
-
-    def _read_ready(self):
-        # (the reader: asyncio's calls _read_ready_cb, one of the two)
-        if self._aiol_buffered:
-            self._read_ready__get_buffer()
-            return
-        if self._conn_lost:
-            return
-        try:
-            data = self._loop._sched._recv(self._sock_fd, self.max_size)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._fatal_error(exc, "Fatal read error on socket transport")
-            return
-        if data is None:
-            return  # (nothing there after all: the next readiness)
-        if not data:
-            self._read_ready__on_eof()
-            return
-        try:
-            self._protocol.data_received(data)
-        except (SystemExit, KeyboardInterrupt):
-            raise
-        except BaseException as exc:
-            self._fatal_error(
-                exc, "Fatal error: protocol.data_received() call failed.")
-
-    _read_ready__data_received = _read_ready  # (for a Protocol, the same)
 
 
 class _TimerHandle(events.TimerHandle):
@@ -377,16 +362,19 @@ class EventLoop(unix_events.SelectorEventLoop):
     def _remove_writer(self, fd):
         return self._io_remove(fd, 1)
 
-    def _io_add(self, fd, slot, callback, args):
-        if type(fd) is not int:
+    def _io_add(self, fileobj, slot, callback, args):
+        # (a socket or another file object: registered by its fd, the key
+        # keeping the object, as the selector's register() would)
+        fd = fileobj if type(fileobj) is int else _fileobj_fd(fileobj)
+        if fd is None:
             add = super()._add_reader if slot == 0 else super()._add_writer
-            return add(fd, callback, *args)
+            return add(fileobj, callback, *args)
         self._check_closed()
         if self._debug:
             handle = events.Handle(callback, args, self, None)
         else:
             handle = self._sched._handle(callback, args)  # (C: _io() runs it)
-        old = self._sched._io_set(fd, slot, handle)
+        old = self._sched._io_set(fd, slot, handle, fileobj)
         if old is not None:
             old.cancel()
         return handle

@@ -700,6 +700,17 @@ PyTypeObject aiol__py_core_type = {
 
 /* ------------------------------------------------------------- module */
 
+int aiol__py_intern(const aiol__py_name *names, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        *names[i].str = PyUnicode_InternFromString(names[i].text);
+        if (*names[i].str == NULL) {
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static struct PyModuleDef speed_module = {
     PyModuleDef_HEAD_INIT,
     .m_name = "aioloop._speed",
@@ -714,7 +725,7 @@ static int speed_init(void)
 
     if (PyType_Ready(&aiol__py_handle_type) < 0 || PyType_Ready(&aiol__py_timer_type) < 0 ||
         PyType_Ready(&aiol__py_fd_type) < 0 || PyType_Ready(&aiol__py_core_type) < 0 ||
-        aiol__py_asyncio_ready() < 0) {
+        aiol__py_asyncio_ready() < 0 || aiol__py_transport_ready() < 0) {
         return -1;
     }
     str_blocking = PyUnicode_InternFromString("blocking");
@@ -732,6 +743,8 @@ static int speed_init(void)
         PyModule_AddObjectRef(m, "Sched", (PyObject *)&aiol__py_sched_type) == 0 &&
         PyModule_AddObjectRef(m, "AsyncHandle",
                               (PyObject *)&aiol__py_ahandle_type) == 0 &&
+        PyModule_AddObjectRef(m, "SocketIO",
+                              (PyObject *)&aiol__py_socket_io_type) == 0 &&
         (modules = PyImport_GetModuleDict()) != NULL &&
         PyDict_SetItemString(modules, "aioloop._speed", m) == 0) {
         rc = 0;

@@ -77,8 +77,6 @@ typedef struct {
     PyObject *fds;       /* dict: fd -> Fd, the Loop's registrations */
     PyObject *key_type;  /* selectors.SelectorKey */
     PyObject *io;        /* our bound _io(): every fd's handler */
-    char *rbuf;          /* _recv()'s buffer, rbuf_size bytes, or NULL */
-    size_t rbuf_size;
     char closed;         /* set by _close(): nothing more runs */
     char debug;          /* the EventLoop's debug mode */
     char stopping;       /* the EventLoop's _stopping (a property on it) */
@@ -98,6 +96,14 @@ static inline int aiol__py_is_set(PyObject *o)
     return o != NULL && o != Py_None;
 }
 
+/** An interned string to make at import: where it goes, its text. */
+typedef struct {
+    PyObject **str;
+    const char *text;
+} aiol__py_name;
+
+/** Interns @p n names; 0, or -1 with MemoryError. */
+int aiol__py_intern(const aiol__py_name *names, size_t n);
 /** Raises OSError(err, what); returns NULL. */
 PyObject *aiol__py_raise_errno(int err, const char *what);
 /** Moves the exception being raised onto the list @p errs. */
@@ -138,11 +144,16 @@ int aiol__py_asyncio_ready(void);
 /** Runs an AsyncHandle from the FIFO, as asyncio's Handle._run(). */
 void aiol__py_ahandle_run(Handle *h, PyObject *errs);
 
+/* _speed_transport.c: the socket transport's write() and reader. */
+extern PyTypeObject aiol__py_socket_io_type; /* aioloop._speed.SocketIO */
+/** Readies SocketIO; 0 or -1. */
+int aiol__py_transport_ready(void);
+
 /* _speed_selector.c: the asyncio loop's selector table. */
 /** Sched._fd_slot(fd, slot, on): sets or removes fd's reader or writer. */
 PyObject *aiol__py_sched_fd_slot(Sched *s, PyObject *const *args,
                                  Py_ssize_t nargs);
-/** Sched._io_set(fd, slot, handle): see _speed_selector.c. */
+/** Sched._io_set(fd, slot, handle[, fileobj]): see _speed_selector.c. */
 PyObject *aiol__py_sched_io_set(Sched *s, PyObject *const *args,
                                 Py_ssize_t nargs);
 

@@ -35,7 +35,6 @@
 #include <errno.h>
 #include <limits.h>
 #include <string.h>
-#include <sys/socket.h>
 
 /* A callback call_soon() scheduled: asyncio's Handle, in C. */
 typedef struct {
@@ -547,51 +546,6 @@ static PyObject *sched_run(Sched *s, PyObject *unused)
     Py_RETURN_NONE;
 }
 
-/*
- * _recv(fd, max_size) -> bytes, b"" at EOF, None when nothing is there
- * (EAGAIN, EINTR): a socket transport's read.  recv(max_size) in Python
- * makes a max_size bytes object and shrinks it, which for asyncio's 256
- * KiB is an mmap, its page faults and an munmap per read; here the read
- * goes into one buffer the loop keeps and is copied into a bytes object
- * of its size.
- */
-static PyObject *sched_recv(Sched *s, PyObject *const *args, Py_ssize_t nargs)
-{
-    long fd, max;
-    ssize_t n;
-
-    if (nargs != 2) {
-        PyErr_SetString(PyExc_TypeError, "_recv(fd, max_size)");
-        return NULL;
-    }
-    fd = PyLong_AsLong(args[0]);
-    max = PyLong_AsLong(args[1]);
-    if (PyErr_Occurred()) {
-        return NULL;
-    }
-    if (fd < 0 || fd > INT_MAX || max <= 0) {
-        PyErr_SetString(PyExc_ValueError, "_recv(fd >= 0, max_size > 0)");
-        return NULL;
-    }
-    if ((size_t)max > s->rbuf_size) {
-        char *buf = PyMem_Realloc(s->rbuf, (size_t)max);
-
-        if (buf == NULL) {
-            return PyErr_NoMemory();
-        }
-        s->rbuf = buf;
-        s->rbuf_size = (size_t)max;
-    }
-    n = recv((int)fd, s->rbuf, (size_t)max, 0);
-    if (n >= 0) {
-        return PyBytes_FromStringAndSize(s->rbuf, n);
-    }
-    if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
-        Py_RETURN_NONE; /* (level-triggered: called again when readable) */
-    }
-    return PyErr_SetFromErrno(PyExc_OSError);
-}
-
 static PyObject *sched_close(Sched *s, PyObject *unused)
 {
     (void)unused;
@@ -655,9 +609,6 @@ static int sched_clear(Sched *s)
     Py_CLEAR(s->fds);
     Py_CLEAR(s->key_type);
     Py_CLEAR(s->io);
-    PyMem_Free(s->rbuf);
-    s->rbuf = NULL;
-    s->rbuf_size = 0;
     return 0;
 }
 
@@ -693,12 +644,10 @@ static PyMethodDef sched_methods[] = {
      "0) or writer (1), or removes it."},
     {"_io_set", (PyCFunction)(void (*)(void))aiol__py_sched_io_set,
      METH_FASTCALL,
-     "_io_set(fd, slot, handle) -> the handle replaced\n\nMakes handle "
-     "fd's reader or writer (None: removes it), in the selector table and "
-     "in libaioloop."},
-    {"_recv", (PyCFunction)(void (*)(void))sched_recv, METH_FASTCALL,
-     "_recv(fd, max_size) -> bytes, b'' at EOF, or None if nothing is "
-     "there\n\nA socket transport's read, through the loop's buffer."},
+     "_io_set(fd, slot, handle[, fileobj]) -> the handle replaced\n\n"
+     "Makes handle fd's reader or writer (None: removes it), in the "
+     "selector table (a new key records fileobj, by default fd) and in "
+     "libaioloop."},
     {"_run", (PyCFunction)sched_run, METH_NOARGS,
      "_run()\n\nIterates until the EventLoop's stop() (run_forever())."},
     {"_close", (PyCFunction)sched_close, METH_NOARGS,
@@ -735,10 +684,7 @@ PyTypeObject aiol__py_sched_type = {
 
 int aiol__py_asyncio_ready(void)
 {
-    static const struct {
-        PyObject **str;
-        const char *text;
-    } names[] = {
+    static const aiol__py_name names[] = {
         {&str_handle_error, "_aiol_handle_error"},
         {&str_run_handle, "_run_handle"},
         {&str_remove_reader, "_remove_reader"},
@@ -752,13 +698,8 @@ int aiol__py_asyncio_ready(void)
         {&str_call_soon_threadsafe, "call_soon_threadsafe"},
     };
 
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
-        *names[i].str = PyUnicode_InternFromString(names[i].text);
-        if (*names[i].str == NULL) {
-            return -1;
-        }
-    }
-    if (PyType_Ready(&aiol__py_ahandle_type) < 0 ||
+    if (aiol__py_intern(names, sizeof(names) / sizeof(names[0])) < 0 ||
+        PyType_Ready(&aiol__py_ahandle_type) < 0 ||
         PyType_Ready(&aiol__py_sched_type) < 0) {
         return -1;
     }

@@ -163,7 +163,14 @@ PyObject *aiol__py_sched_io_set(Sched *s, PyObject *const *args,
     long events = 0, was = 0, bit;
     int fd, slot;
 
-    if (io_args(args, nargs, &fd, &slot, "_io_set(fd, 0 or 1, handle)") < 0) {
+    /* (a fourth argument: the file object a new registration records) */
+    if (io_args(args, nargs < 4 ? nargs : 3, &fd, &slot,
+                "_io_set(fd, 0 or 1, handle[, fileobj])") < 0) {
+        return NULL;
+    }
+    if (nargs > 4) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_io_set(fd, 0 or 1, handle[, fileobj])");
         return NULL;
     }
     fdobj = args[0];
@@ -178,7 +185,7 @@ PyObject *aiol__py_sched_io_set(Sched *s, PyObject *const *args,
             return PyErr_Format(PyExc_ValueError,
                                 "Invalid file descriptor: %d", fd);
         }
-        fileobj = fdobj;
+        fileobj = nargs == 4 ? args[3] : fdobj;
         data = NULL;
     } else {
         if (!PyTuple_Check(key) || PyTuple_GET_SIZE(key) != 4 ||

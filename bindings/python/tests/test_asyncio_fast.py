@@ -164,11 +164,26 @@ def test_readiness_runs_handles_in_c(loop):
             a.recv(16)
             raise OSError("reader")
 
+        # A socket object: registered by its fd, a C handle too, its key
+        # keeping the object (the fd stays open while it is registered).
         loop.add_reader(a, broken)
+        key = loop._selector.get_key(a.fileno())
+        assert key.fileobj is a
+        assert type(key.data[0]) is aioloop._speed.AsyncHandle
         b.send(b"z")
         loop.run_until_complete(asyncio.sleep(0.01))
         assert isinstance(got[0]["exception"], OSError)
         assert loop.remove_reader(a)
+        # No fileno() or a closed one: asyncio's own checks and errors.
+        with pytest.raises(ValueError):
+            loop.add_reader(-1, print)
+        c, d = socket.socketpair()
+        c.close()
+        d.close()
+        with pytest.raises(ValueError):
+            loop.add_reader(c, print)
+        with pytest.raises(ValueError):
+            loop.add_reader(object(), print)
 
 
 def test_streams_and_tasks_on_the_c_path(loop):
@@ -280,24 +295,6 @@ def test_selector_table_in_c(loop):
 
 
 def test_transport_reads_through_the_loops_buffer(loop):
-    a, b = socket.socketpair()
-    with a, b:
-        a.setblocking(False)
-        recv = loop._sched._recv
-        assert recv(a.fileno(), 16) is None          # nothing there
-        b.send(b"x" * 100)
-        assert recv(a.fileno(), 16) == b"x" * 16     # at most max_size
-        assert recv(a.fileno(), 1 << 20) == b"x" * 84  # (the buffer grows)
-        b.shutdown(socket.SHUT_WR)
-        assert recv(a.fileno(), 16) == b""           # EOF
-        r, w = os.pipe()
-        os.close(r)
-        os.close(w)
-        with pytest.raises(OSError):
-            recv(r, 16)
-        with pytest.raises(ValueError):
-            recv(a.fileno(), 0)
-
     got = []
 
     class Proto(asyncio.Protocol):
@@ -324,6 +321,140 @@ def test_transport_reads_through_the_loops_buffer(loop):
     loop.run_until_complete(main())
     assert type(got[0]).__name__ == "_SocketTransport"
     assert b"".join(x for x in got[1:-1]) == b"y" * 300000
+
+
+class _Recorder(asyncio.Protocol):
+    """What a transport did to its protocol, in order."""
+
+    def __init__(self, fail=None):
+        self.events, self.fail = [], fail
+        self.lost = None
+
+    def connection_made(self, tr):
+        self.tr = tr
+
+    def data_received(self, data):
+        self.events.append(bytes(data))
+        if self.fail is not None:
+            raise self.fail
+
+    def eof_received(self):
+        self.events.append("eof")
+
+    def connection_lost(self, exc):
+        self.lost = asyncio.get_running_loop().create_future()
+        self.lost.set_result(exc)
+
+
+def _run(loop, coro, timeout=10):
+    return loop.run_until_complete(asyncio.wait_for(coro, timeout))
+
+
+async def _until(cond):
+    while not cond():
+        await asyncio.sleep(0.001)
+
+
+def test_transport_read_bounded_by_max_size(loop):
+    c, d = socket.socketpair()
+    with d:
+        async def main():
+            tr, p = await loop.connect_accepted_socket(_Recorder, c)
+            assert isinstance(tr, aioloop._speed.SocketIO)
+            tr.max_size = 16
+            d.send(b"z" * 40)
+            await _until(lambda: sum(map(len, p.events)) == 40)
+            assert [len(x) for x in p.events] == [16, 16, 8]
+            tr.close()
+        _run(loop, main())
+
+
+def test_transport_read_error_and_protocol_error_are_fatal(loop):
+    errors = []
+    loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
+
+    async def reset():
+        # a reset connection: recv() fails with ECONNRESET
+        srv = socket.create_server(("127.0.0.1", 0))
+        with srv:
+            cl = socket.create_connection(srv.getsockname())
+            conn, _ = srv.accept()
+        tr, p = await loop.connect_accepted_socket(_Recorder, conn)
+        cl.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                      b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        cl.close()
+        await _until(lambda: p.lost is not None)
+        assert isinstance(p.lost.result(), ConnectionResetError)
+        assert tr.is_closing()
+
+    async def raising():
+        c, d = socket.socketpair()
+        with d:
+            tr, p = await loop.connect_accepted_socket(
+                lambda: _Recorder(fail=ValueError("bad")), c)
+            d.send(b"abc")
+            await _until(lambda: p.lost is not None)
+            assert p.events == [b"abc"]
+            assert isinstance(p.lost.result(), ValueError)
+
+    _run(loop, reset())
+    _run(loop, raising())
+    assert [ctx["message"] for ctx in errors] == [
+        "Fatal error: protocol.data_received() call failed."]
+    assert isinstance(errors[0]["exception"], ValueError)
+
+
+def test_transport_write_sends_buffers_and_keeps_order(loop):
+    c, d = socket.socketpair()
+    c.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, 4096)
+    d.setblocking(False)
+    with d:
+        async def main():
+            tr, p = await loop.connect_accepted_socket(_Recorder, c)
+            tr.write(b"a" * 10)                  # sent at once
+            assert tr.get_write_buffer_size() == 0
+            assert await loop.sock_recv(d, 100) == b"a" * 10
+            big = bytearray(b"b" * (1 << 20))
+            tr.write(big)                        # part sent, the rest kept
+            assert 0 < tr.get_write_buffer_size() < len(big)
+            big[:] = b"x" * len(big)             # (written: a copy kept)
+            tr.write(b"c" * 5)                   # behind the buffered rest
+            tr.write(memoryview(b"d" * 3))       # (asyncio's own write())
+            got = bytearray()
+            while len(got) < (1 << 20) + 8:
+                got += await loop.sock_recv(d, 1 << 16)
+            assert got == b"b" * (1 << 20) + b"c" * 5 + b"d" * 3
+            assert tr.get_write_buffer_size() == 0
+            with pytest.raises(TypeError):
+                tr.write("text")
+            tr.write(b"")                        # nothing
+            tr.write_eof()
+            with pytest.raises(RuntimeError, match="write_eof"):
+                tr.write(b"e")
+            assert await loop.sock_recv(d, 10) == b""
+            tr.close()
+        _run(loop, main())
+
+
+def test_transport_write_error_is_fatal_then_counted(loop):
+    errors = []
+    loop.set_exception_handler(lambda lp, ctx: errors.append(ctx))
+    c, d = socket.socketpair()
+
+    async def main():
+        tr, p = await loop.connect_accepted_socket(_Recorder, c)
+        d.close()
+        tr.write(b"x")                           # EPIPE: fatal
+        await _until(lambda: p.lost is not None)
+        assert isinstance(p.lost.result(), BrokenPipeError)
+        lost = tr._conn_lost
+        tr.write(b"y")                           # counted, not sent
+        assert tr._conn_lost == lost + 1
+
+    _run(loop, main())
+    # (a broken pipe is a connection error: asyncio logs it at debug level,
+    # without the exception handler)
+    assert errors == []
 
 
 def test_sock_recv_wait_leaves_no_reader(loop):
