@@ -17,23 +17,21 @@
  *   what it did not send, and every other case, goes to asyncio's write()
  *   (the class's _aiol_slow_write) with the same checks, messages and
  *   buffering;
- * - _read_ready(): asyncio's _read_ready__data_received() for a Protocol;
- *   for a BufferedProtocol, asyncio's _read_ready__get_buffer().  Python's
- *   recv(max_size) makes a max_size bytes object and shrinks it, which for
- *   asyncio's 256 KiB is an mmap, its page faults and an munmap per read;
- *   here the read goes into one buffer and is copied into a bytes object
- *   of the size read.
+ * - _read_ready(): asyncio's _read_ready__data_received() for a Protocol
+ *   (its reads on malloc()'s heap: read_alloc()); for a BufferedProtocol,
+ *   asyncio's _read_ready__get_buffer().
  *
  * The transport's state is read from its attributes, as asyncio keeps it
  * (_buffer, _conn_lost, _eof, _empty_waiter, _sock_fd, _protocol).
  *
- * Threads: the read buffer is guarded by the GIL (a transport runs on its
+ * Threads: heap_read_size is guarded by the GIL (a transport runs on its
  * loop's thread, with the GIL held).
  */
 #include "_speed.h"
 
 #include <errno.h>
 #include <limits.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 
 static PyObject *str_buffer, *str_conn_lost, *str_eof, *str_empty_waiter,
@@ -41,9 +39,38 @@ static PyObject *str_buffer, *str_conn_lost, *str_eof, *str_empty_waiter,
     *str_on_eof, *str_get_buffer, *str_buffered, *str_max_size,
     *str_slow_write;
 
-/* The read buffer every transport reads into (GIL). */
-static char *rbuf;
-static size_t rbuf_size;
+
+/*
+ * A bytes object of @p max bytes to read into.
+ *
+ * A read goes straight into the bytes object it becomes, which is then
+ * shrunk to the size read, as asyncio's recv(max_size) does: no copy.
+ * glibc's malloc() serves a block over its mmap threshold (128 KiB at
+ * first; max_size is 256 KiB) with an mmap, its page faults and an munmap
+ * each time, unless it raised that threshold, which it does when such a
+ * block is freed (mallopt(3), "dynamic mmap threshold"; it raises the
+ * heap's trim threshold to twice that with it).  asyncio's loop gets there
+ * the first time a read finds nothing and drops its unshrunk buffer; ours
+ * reads only what readiness announced, so it frees one block of the read
+ * size on purpose, once.  Without the raised trim threshold, a streams echo
+ * of 100 KiB messages also grew and trimmed the heap with every message
+ * (a brk and about 22 page faults each).
+ */
+static PyObject *read_alloc(size_t max)
+{
+#ifdef __GLIBC__
+    /* (the largest size malloc() was made to keep on its heap; GIL) */
+    static size_t heap_read_size;
+
+    if (max > heap_read_size) {
+        void *volatile block = malloc(max); /* (volatile: kept, not elided) */
+
+        free(block);
+        heap_read_size = max;
+    }
+#endif
+    return PyBytes_FromStringAndSize(NULL, (Py_ssize_t)max);
+}
 
 /* self.<name> as a C truth value; -1 with the exception. */
 static int attr_true(PyObject *self, PyObject *name)
@@ -193,7 +220,7 @@ static PyObject *read_for_protocol(PyObject *self, PyObject *unused)
     PyObject *v, *data, *proto, *res;
     long max;
     ssize_t n;
-    int fd, t;
+    int fd, t, err;
 
     (void)unused;
     if ((t = attr_true(self, str_conn_lost)) != 0) {
@@ -211,29 +238,30 @@ static PyObject *read_for_protocol(PyObject *self, PyObject *unused)
         }
         return NULL;
     }
-    if ((size_t)max > rbuf_size) {
-        char *b = PyMem_Realloc(rbuf, (size_t)max);
-
-        if (b == NULL) {
-            return PyErr_NoMemory();
-        }
-        rbuf = b;
-        rbuf_size = (size_t)max;
+    if ((data = read_alloc((size_t)max)) == NULL) {
+        return NULL;
     }
-    n = recv(fd, rbuf, (size_t)max, 0);
+    n = recv(fd, PyBytes_AS_STRING(data), (size_t)max, 0);
+    err = errno; /* (before the free below) */
+    if (n <= 0) {
+        Py_DECREF(data);
+    }
     if (n < 0) {
-        if (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR) {
+        if (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) {
             Py_RETURN_NONE; /* (level-triggered: called again when readable) */
         }
+        errno = err;
         PyErr_SetFromErrno(PyExc_OSError);
         return fatal(self, "Fatal read error on socket transport");
     }
     if (n == 0) {
         return PyObject_CallMethodNoArgs(self, str_on_eof);
     }
-    if ((data = PyBytes_FromStringAndSize(rbuf, n)) == NULL ||
-        (proto = PyObject_GetAttr(self, str_protocol)) == NULL) {
-        Py_XDECREF(data);
+    if (n < max && _PyBytes_Resize(&data, n) < 0) {
+        return NULL; /* (data was freed) */
+    }
+    if ((proto = PyObject_GetAttr(self, str_protocol)) == NULL) {
+        Py_DECREF(data);
         return NULL;
     }
     res = PyObject_CallMethodOneArg(proto, str_data_received, data);

@@ -294,7 +294,7 @@ def test_selector_table_in_c(loop):
         assert fd not in table and fd not in rec
 
 
-def test_transport_reads_through_the_loops_buffer(loop):
+def test_transport_reads_a_protocols_data_in_c(loop):
     got = []
 
     class Proto(asyncio.Protocol):
@@ -353,6 +353,67 @@ def _run(loop, coro, timeout=10):
 async def _until(cond):
     while not cond():
         await asyncio.sleep(0.001)
+
+
+_HEAP_CHECK = r"""
+import asyncio, ctypes, socket
+import aioloop
+
+
+def mmapped(obj):
+    # (glibc: the chunk's size word, before the block, has IS_MMAPPED)
+    return bool(ctypes.c_size_t.from_address(id(obj) - 8).value & 2)
+
+
+# (the probe itself, on a block above glibc's largest threshold, 32 MiB,
+# whose free raises no threshold)
+big = bytes(64 << 20)
+assert mmapped(big)
+del big
+seen = []
+
+
+class Proto(asyncio.Protocol):
+    def data_received(self, data):
+        seen.append(mmapped(data))
+
+
+async def main():
+    c, d = socket.socketpair()
+    tr, _ = await loop.connect_accepted_socket(Proto, c)
+    tr.max_size = 4 << 20
+    for i in range(3):
+        d.send(b"x" * 1000)
+        while len(seen) == i:
+            await asyncio.sleep(0.001)
+    tr.close()
+    d.close()
+
+
+loop = aioloop.new_event_loop()
+loop.run_until_complete(main())
+loop.close()
+print(seen)
+"""
+
+
+def test_transport_reads_on_mallocs_heap():
+    """A read of max_size (here 4 MiB, above glibc's first mmap threshold
+    and what Python's start freed) is not an mmap of its own: the transport
+    raised malloc's dynamic mmap threshold first (_speed_transport.c).  In
+    a child whose objects come from malloc() itself (no debug hooks)."""
+    import platform
+    import subprocess
+    import sys
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("malloc's dynamic mmap threshold is glibc's")
+    env = dict(os.environ, PYTHONMALLOC="malloc")
+    for name in ("PYTHONDEVMODE", "PYTHONASYNCIODEBUG"):
+        env.pop(name, None)
+    r = subprocess.run([sys.executable, "-c", _HEAP_CHECK],
+                       env=env, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "[False, False, False]\n"
 
 
 def test_transport_read_bounded_by_max_size(loop):
