@@ -154,6 +154,12 @@ struct aiol_loop {
      */
     bool interruptible;
     /*
+     * AIOL_LOOP_COMPLETIONS_FIRST: request completions run before the
+     * phases' first callbacks, bottom halves and fd handlers.  Immutable
+     * after creation.
+     */
+    bool completions_first;
+    /*
      * Walking counter: number of poll calls (nested ones included) in
      * progress.  While it is non-zero, removed handlers go on the deleted
      * list instead of being freed, because some ready list or dispatch may

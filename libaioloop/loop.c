@@ -14,7 +14,9 @@
  *      collecting ready handlers on this call's own ready list;
  *   4. accept the notify, adapt the busy-poll window;
  *   5. run embedder phases' first callbacks and bottom halves, dispatch
- *      the ready list, fire due timers, run embedder phases;
+ *      the ready list, run io_uring request completions (first of all,
+ *      with AIOL_LOOP_COMPLETIONS_FIRST), fire due timers, run embedder
+ *      phases;
  *   6. leave the walking counter; the outermost call frees removed
  *      handlers.
  * docs/design.md describes the phases, nesting and deletion in full.
@@ -94,6 +96,7 @@ static int loop_start(aiol_loop **out, const aiol__fdmon_ops *mon,
     loop->fdmon = mon;
     loop->confined = (flags & AIOL_LOOP_CONFINED) != 0;
     loop->interruptible = (flags & AIOL_LOOP_INTERRUPTIBLE) != 0;
+    loop->completions_first = (flags & AIOL_LOOP_COMPLETIONS_FIRST) != 0;
     for (unsigned k = 0; k < AIOL__KINDS; k++) {
         atomic_init(&loop->nkind[k], 0);
     }
@@ -135,7 +138,8 @@ int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags)
     int ret = -ENOSYS;
 
     aiol__check(out != NULL, "out is NULL");
-    if (flags & ~(unsigned)(AIOL_LOOP_CONFINED | AIOL_LOOP_INTERRUPTIBLE)) {
+    if (flags & ~(unsigned)(AIOL_LOOP_CONFINED | AIOL_LOOP_INTERRUPTIBLE |
+                            AIOL_LOOP_COMPLETIONS_FIRST)) {
         return -EINVAL;
     }
     if (fdmon != NULL) {
@@ -456,12 +460,16 @@ bool aiol__loop_iterate(aiol_loop *loop, int64_t deadline_ns, bool from_host,
     }
 
     /* (inline checks skip each one that has nothing: internal.h) */
-    progress = aiol__phases_dispatch(loop, true);
+    progress = false;
+    if (loop->fdmon->requests != NULL && loop->completions_first) {
+        progress = loop->fdmon->requests->dispatch(loop);
+    }
+    progress |= aiol__phases_dispatch(loop, true);
     progress |= aiol__bh_poll(loop);
     if (!AIOL_LIST_EMPTY(&ready)) {
         progress |= dispatch_ready(loop, &ready);
     }
-    if (loop->fdmon->requests != NULL) {
+    if (loop->fdmon->requests != NULL && !loop->completions_first) {
         progress |= loop->fdmon->requests->dispatch(loop);
     }
     progress |= aiol__timers_run(loop);

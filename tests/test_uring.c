@@ -854,6 +854,76 @@ static void test_wakeup_only_look(void **state)
     aiol_loop_free(loop);
 }
 
+/* ------------------------------------ AIOL_LOOP_COMPLETIONS_FIRST order */
+
+/* When each callback ran, in ur_seq's order (1-based; 0: not yet). */
+static int order_bh, order_fd;
+
+static void order_bh_cb(void *opaque)
+{
+    (void)opaque;
+    order_bh = ++ur_seq;
+}
+
+static void order_fd_cb(void *opaque)
+{
+    tu_eventfd_drain(*(int *)opaque);
+    order_fd = ++ur_seq;
+}
+
+/*
+ * One iteration with a completion in the ring, a bottom half scheduled
+ * and an fd ready: the order the three run in, as "c" (completion), "b"
+ * and "f", on a loop made with @p flags.
+ */
+static void three_in_one(unsigned flags, char out[4])
+{
+    aiol_loop *loop;
+    aiol_bh *bh;
+    ur_req nop;
+    int efd = tu_eventfd();
+
+    assert_int_equal(aiol_loop_new_flags(&loop, "io_uring", flags), 0);
+    assert_int_equal(aiol_bh_new(loop, order_bh_cb, NULL, &bh), 0);
+    assert_int_equal(aiol_fd_set(loop, efd, order_fd_cb, NULL, NULL, &efd),
+                     0);
+    aiol_loop_poll(loop, false); /* (arms the fd) */
+    ur_seq = order_bh = order_fd = 0;
+    ur_req_init(&nop, loop, UR_NOP, -1, NULL, 0, 0);
+    ur_submit(&nop);
+    assert_true(aiol_uring_flush(loop) >= 1); /* (done by the kernel now) */
+    aiol_bh_schedule(bh);
+    tu_eventfd_signal(efd);
+    assert_true(aiol_loop_poll(loop, true));
+    assert_int_equal(nop.ndone, 1);
+    assert_true(order_bh > 0 && order_fd > 0);
+    for (int i = 1; i <= 3; i++) {
+        out[i - 1] = nop.seq == i ? 'c' : order_bh == i ? 'b' : 'f';
+    }
+    out[3] = '\0';
+    assert_int_equal(aiol_fd_remove(loop, efd), 0);
+    close(efd);
+    aiol_bh_free(bh);
+    aiol_loop_free(loop);
+}
+
+static void test_completions_first(void **state)
+{
+    char order[4];
+
+    (void)state;
+    three_in_one(0, order);
+    assert_string_equal(order, "bfc");
+    three_in_one(AIOL_LOOP_COMPLETIONS_FIRST, order);
+    assert_string_equal(order, "cbf");
+    /* (a flag the epoll monitor accepts, and ignores: it has no requests) */
+    aiol_loop *loop;
+    assert_int_equal(aiol_loop_new_flags(&loop, "epoll",
+                                         AIOL_LOOP_COMPLETIONS_FIRST), 0);
+    assert_false(aiol_loop_poll(loop, false));
+    aiol_loop_free(loop);
+}
+
 #define T(f) cmocka_unit_test_setup(f, ur_setup)
 
 int main(void)
@@ -873,6 +943,7 @@ int main(void)
         T(test_get_fd_with_requests_in_flight),
         T(test_resubmit_during_free),
         T(test_wakeup_only_look),
+        T(test_completions_first),
     };
     return UR_RUN_GROUP("uring", tests);
 }

@@ -114,13 +114,25 @@ int aiol_loop_new(aiol_loop **out, const char *fdmon);
 #define AIOL_LOOP_INTERRUPTIBLE (1u << 1)
 
 /**
+ * Flag of aiol_loop_new_flags(): io_uring request completions
+ * (aioloop/uring.h) run first in each iteration, right after the wait,
+ * before embedder phases' first callbacks, bottom halves and fd handlers,
+ * instead of after the fd handlers.  For an embedder whose own loop runs
+ * completions first (QEMU 10.2's AioContext: CQE handlers, then bottom
+ * halves, then fd handlers), so that what a completion schedules runs in
+ * the same iteration.  No effect on other fd monitors.
+ */
+#define AIOL_LOOP_COMPLETIONS_FIRST (1u << 2)
+
+/**
  * Creates a loop, as aiol_loop_new(), with creation flags.
  *
  * @param out      receives the loop on success; untouched on failure
  * @param fdmon    as aiol_loop_new()
  * @param flags    0 (aiol_loop_new()'s loop, which any thread may change
- *                 while another polls it), or AIOL_LOOP_CONFINED and
- *                 AIOL_LOOP_INTERRUPTIBLE, or'ed
+ *                 while another polls it), or AIOL_LOOP_CONFINED,
+ *                 AIOL_LOOP_INTERRUPTIBLE and AIOL_LOOP_COMPLETIONS_FIRST,
+ *                 or'ed
  * @return 0; -EINVAL for an unknown flag or fd monitor; as aiol_loop_new()
  */
 int aiol_loop_new_flags(aiol_loop **out, const char *fdmon, unsigned flags);
