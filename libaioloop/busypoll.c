@@ -137,7 +137,9 @@ static bool node_poll_end(aiol__handler *node, aiol__ready_list *ready)
     if (node->ops.poll_end != NULL) {
         node->ops.poll_end(node->opaque);
     }
-    if (handler_alive(node) && node->ops.poll(node->opaque)) {
+    /* (not one whose poll_ready is running: a nested poll's, see there) */
+    if (handler_alive(node) && !node->in_poll_ready &&
+        node->ops.poll(node->opaque)) {
         if (ready != NULL) {
             aiol__ready_add(ready, node, AIOL__EV_POLL);
         }
@@ -193,7 +195,12 @@ static enum round_result poll_round(aiol_loop *loop, aiol__ready_list *ready,
         aiol__handler *node = loop->pollers_snap[i];
 
         loop->stats.poll_visits++;
-        if (!handler_alive(node)) {
+        /*
+         * A handler whose poll_ready is running (this round is a nested
+         * poll's) is not polled: its condition is not cleared yet, and
+         * polling it would re-enter poll_ready without end.
+         */
+        if (!handler_alive(node) || node->in_poll_ready) {
             i++;
             continue;
         }

@@ -294,6 +294,7 @@ static AIOL__INLINE void node_init(aiol__handler *node, int fd,
     AIOL_LIST_ENTRY_INIT(node, node_live); /* (and node_deleted) */
     node->fdmon_slot = -1;
     node->poll_started = false;
+    node->in_poll_ready = false;
     if (ops->poll != NULL) {
         node->poll_idx = AIOL__NO_SLOT;
         node->poll_progress_ns = 0; /* idle clock starts at its first poll */

@@ -70,6 +70,12 @@ struct aiol__handler {
 
     /* Owner: the polling thread.  poll_begin called, poll_end not yet. */
     bool poll_started;
+    /*
+     * Owner: the polling thread.  Its poll_ready callback is running: a
+     * nested poll does not poll it (busypoll.c), so a poll_ready that
+     * polls the loop before it clears its condition is not re-entered.
+     */
+    bool in_poll_ready;
 
     /* Private to the fd monitor; protected by loop->lock. */
     int fdmon_slot;

@@ -340,7 +340,10 @@ static bool dispatch_handler(aiol_loop *loop, aiol__handler *node)
                                                    : node->ops.read;
         if (cb != NULL) {
             loop->stats.callbacks++;
+            /* (the node stays valid memory: the walking counter) */
+            node->in_poll_ready = true;
             cb(node->opaque);
+            node->in_poll_ready = false;
             progress = true;
         }
         return progress;

@@ -304,6 +304,96 @@ static void test_nested_poll_depth(void **state)
     }
 }
 
+/* ------------------------------- poll_ready is not re-entered by nesting */
+
+/*
+ * QEMU's test-nested-aio-poll, on the public API: a handler whose poll
+ * always reports work polls the loop from its poll_ready before clearing
+ * anything; the nested poll must not poll it (that would recurse without
+ * end), and returns through another handler's read.
+ */
+static struct {
+    aiol_loop *loop;
+    int busy_fd, wake_fd;
+    int busy_ready, busy_reads, wake_reads;
+    bool nested;
+} g_pr;
+
+static bool pr_poll_true(void *opaque)
+{
+    (void)opaque;
+    return true;
+}
+
+static bool pr_poll_false(void *opaque)
+{
+    (void)opaque;
+    return false;
+}
+
+static void pr_busy_read(void *opaque)
+{
+    (void)opaque;
+    tu_eventfd_drain(g_pr.busy_fd);
+    g_pr.busy_reads++;
+}
+
+static void pr_busy_ready(void *opaque)
+{
+    (void)opaque;
+    assert_false(g_pr.nested);
+    g_pr.nested = true;
+    g_pr.busy_ready++;
+    tu_eventfd_signal(g_pr.wake_fd); /* (wakes the nested poll) */
+    assert_true(aiol_loop_poll(g_pr.loop, true));
+    g_pr.nested = false;
+}
+
+static void pr_wake_read(void *opaque)
+{
+    (void)opaque;
+    tu_eventfd_drain(g_pr.wake_fd);
+    g_pr.wake_reads++;
+}
+
+static void pr_never(void *opaque)
+{
+    (void)opaque;
+    fail_msg("the wakeup handler's poll never reports work");
+}
+
+static void test_poll_ready_not_reentered(void **state)
+{
+    const aiol_fd_ops busy = { .read = pr_busy_read, .poll = pr_poll_true,
+                               .poll_ready = pr_busy_ready };
+    const aiol_fd_ops wake = { .read = pr_wake_read, .poll = pr_poll_false,
+                               .poll_ready = pr_never };
+
+    (void)state;
+    memset(&g_pr, 0, sizeof(g_pr));
+    g_pr.loop = tu_loop_new();
+    g_pr.busy_fd = tu_eventfd();
+    g_pr.wake_fd = tu_eventfd();
+    assert_int_equal(aiol_loop_poll_params_set(g_pr.loop, 1000000, 2, 2), 0);
+    tu_eventfd_signal(g_pr.busy_fd); /* (its read runs first) */
+    assert_int_equal(aiol_fd_set_ops(g_pr.loop, g_pr.busy_fd, &busy, NULL),
+                     0);
+    assert_int_equal(aiol_fd_set_ops(g_pr.loop, g_pr.wake_fd, &wake, NULL),
+                     0);
+    assert_true(aiol_loop_poll(g_pr.loop, true)); /* the read */
+    assert_int_equal(g_pr.busy_reads, 1);
+    for (int i = 1; i <= 3; i++) {
+        assert_true(aiol_loop_poll(g_pr.loop, true));
+        assert_int_equal(g_pr.busy_ready, i);
+        assert_int_equal(g_pr.wake_reads, i);
+    }
+    assert_int_equal(aiol_fd_remove(g_pr.loop, g_pr.busy_fd), 0);
+    assert_int_equal(aiol_fd_remove(g_pr.loop, g_pr.wake_fd), 0);
+    aiol_loop_free(g_pr.loop);
+    close(g_pr.busy_fd);
+    close(g_pr.wake_fd);
+}
+
 #define T(f) cmocka_unit_test_setup(f, th_reset)
 
 int main(void)
@@ -314,6 +404,7 @@ int main(void)
         T(test_no_double_dispatch_after_nesting),
         T(test_no_double_dispatch_level_triggered),
         T(test_nested_poll_depth),
+        T(test_poll_ready_not_reentered),
     };
     char name[64];
 
