@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-stock qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-stock qemu10 check-qemu10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -80,7 +80,7 @@ bench-deps: deps
 # unit, Python and asyncio suites again on Debian 13 and sid, and the
 # packages on bookworm and Debian 13.  (Every build also replays the fuzz
 # corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -496,9 +496,22 @@ bench-vmm: bench-build
 check-qemu-stock: qemu-stock
 	integrations/qemu/run-tests.sh $(QEMU_WORK) stock
 
-# Upstream QEMU 10.2.2 (Debian sid's source), stock, and its unit suite:
-# what the series moves to next (not part of make check yet).
+# QEMU 10.2.2 (Debian sid's source) with the 10.2 series
+# (integrations/qemu/patches-10.2): its unit suite on every fd monitor, and
+# with the series configured without libaioloop (aio-posix.c); and stock.
 QEMU10_WORK ?= build-qemu10
+qemu10:
+	integrations/qemu/build.sh --qemu 10.2 --fork $(QEMU10_WORK)
+
+check-qemu10: qemu10
+	@for b in $(QEMU_FDMONS); do \
+	  echo "== QEMU 10.2 fork unit tests, AIOLOOP_FDMON=$$b"; \
+	  AIOLOOP_FDMON=$$b LOGBASE=unit-fork-$$b \
+	    integrations/qemu/run-tests.sh $(QEMU10_WORK) fork || exit 1; \
+	done
+	integrations/qemu/build.sh --qemu 10.2 --fork-disabled $(QEMU10_WORK)
+	integrations/qemu/run-tests.sh $(QEMU10_WORK) fork-disabled
+
 qemu10-stock:
 	integrations/qemu/build.sh --qemu 10.2 --stock $(QEMU10_WORK)
 

@@ -4,11 +4,12 @@
 #          [--tests-only|--all] [--check-series] [WORKDIR]
 #
 # Builds Debian's QEMU source from one unpacked tree: 7.2 (bookworm's, the
-# default) or, with --qemu 10.2, 10.2.2 (sid's qemu 1:10.2.2+ds-1; stock
-# only for now, in WORKDIR default <repo>/build-qemu10), whose meson
-# (>= 1.5) comes from bookworm-backports into WORKDIR/tools (fetch-tool.sh):
+# default; its series in patches/) or, with --qemu 10.2, 10.2.2 (sid's
+# qemu 1:10.2.2+ds-1, in WORKDIR default <repo>/build-qemu10; its series
+# in patches-10.2/), whose meson (>= 1.5) comes from bookworm-backports
+# into WORKDIR/tools (fetch-tool.sh):
 #   --stock  WORKDIR/stock-src -> WORKDIR/stock-build   (no series)
-#   --fork   WORKDIR/fork-src  -> WORKDIR/fork-build    (patches/series applied,
+#   --fork   WORKDIR/fork-src  -> WORKDIR/fork-build    (the series applied,
 #            linked against libaioloop from this tree)
 #   --fork-disabled  WORKDIR/fork-src -> WORKDIR/fork-disabled-build: the
 #            series configured with --disable-aioloop, which builds QEMU's
@@ -66,11 +67,8 @@ for arg in "$@"; do
     esac
 done
 case $qemu in
-    7.2) default_work=$repo/build-qemu ;;
-    10.2) default_work=$repo/build-qemu10
-          [ ${#variants[@]} -gt 0 ] || variants=(stock)
-          [ "${variants[*]}" = stock ] && ! $check_series ||
-              { echo "build.sh: the series is 7.2's; --qemu 10.2 builds --stock" >&2; exit 2; } ;;
+    7.2) default_work=$repo/build-qemu patches_dir=$here/patches ;;
+    10.2) default_work=$repo/build-qemu10 patches_dir=$here/patches-10.2 ;;
     *) echo "build.sh: --qemu 7.2 or 10.2, not $qemu" >&2; exit 2 ;;
 esac
 [ ${#variants[@]} -gt 0 ] || variants=(stock fork)
@@ -134,13 +132,13 @@ configure_flags=(
 
 # The series: patch file names in order, '#' comments and blank lines skipped.
 series_patches() {
-    local f=$here/patches/series line
+    local f=$patches_dir/series line
     [ -f "$f" ] || return 0
     while IFS= read -r line || [ -n "$line" ]; do
         line=${line%%#*}
         line=${line#"${line%%[![:space:]]*}"}
         line=${line%"${line##*[![:space:]]}"}
-        [ -z "$line" ] || echo "$here/patches/$line"
+        [ -z "$line" ] || echo "$patches_dir/$line"
     done < "$f"
 }
 
@@ -171,7 +169,7 @@ export GIT_AUTHOR_NAME=$GIT_COMMITTER_NAME GIT_AUTHOR_EMAIL=$GIT_COMMITTER_EMAIL
 prepare_fork_src() {
     local dst=$work/fork-src patches sum
     mapfile -t patches < <(series_patches)
-    sum=$(cat "$here/patches/series" "${patches[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1)
+    sum=$(cat "$patches_dir/series" "${patches[@]}" 2>/dev/null | sha256sum | cut -d' ' -f1)
     if [ -f "$dst/.series-applied" ] && [ "$(cat "$dst/.series-applied")" = "$sum" ]; then
         echo "build.sh: fork-src: series already applied (${#patches[@]} patches)"
         return 0
