@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * aio-bench: AioContext micro-benchmarks for QEMU 7.2, stock and the
- * libaioloop fork.
+ * aio-bench: AioContext micro-benchmarks for QEMU 7.2 and 10.2, stock and
+ * the libaioloop fork.
  *
  * Built against a configured QEMU build tree with the compile and link
  * flags of that tree's tests/unit/test-aio (see run.sh), so the same
@@ -14,6 +14,8 @@
  *                        cost of one loop iteration that dispatches it
  *             addrm      N handlers registered; cost of adding and
  *                        removing one more fd handler (one pair)
+ *             addmodrm   the same with a change in between: add, modify
+ *                        (a write callback added), remove (one triple)
  *             timer_mod  N armed QEMU_CLOCK_REALTIME timers in the
  *                        context's timer list group; cost of re-arming a
  *                        random one to a random future deadline
@@ -42,7 +44,7 @@
  *   build=stock fdmon=- workload=aio_poll variant=glib n=10000 runs=5
  *   iters=123 median_ns=1612345.6 min_ns=... max_ns=... check=ok
  * median_ns is nanoseconds per iteration (aio_poll), per add+remove pair
- * (addrm), per timer_mod call (timer_mod), per bottom half (bh_single,
+ * (addrm), per add+modify+remove triple (addmodrm), per timer_mod call (timer_mod), per bottom half (bh_single,
  * bh_burst) or per cross-thread round trip (bh_xthread).
  *
  * Notes on method:
@@ -86,6 +88,13 @@
 #include "qemu/event_notifier.h"
 #include "qemu/thread.h"
 #include "block/aio.h"
+
+/* QEMU 8.1 dropped aio_set_fd_handler()'s is_external argument. */
+#if QEMU_VERSION_MAJOR > 8 || (QEMU_VERSION_MAJOR == 8 && QEMU_VERSION_MINOR >= 1)
+#define EXTERNAL_ARG
+#else
+#define EXTERNAL_ARG false,
+#endif
 
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -220,7 +229,7 @@ static void register_notifiers(size_t n)
                     i, strerror(-ret));
             exit(1);
         }
-        aio_set_event_notifier(ctx, &notifiers[i], false,
+        aio_set_event_notifier(ctx, &notifiers[i], EXTERNAL_ARG
                                notifier_read, NULL, NULL);
     }
     n_notifiers = n;
@@ -252,7 +261,13 @@ static void extra_read(void *opaque)
     }
 }
 
-static uint64_t run_addrm(uint64_t iters)
+/* (an eventfd is always writable: it never runs, nothing polls for it) */
+static void extra_write(void *opaque)
+{
+}
+
+/* add, [modify,] remove @iters times; the time taken */
+static uint64_t addrm_loop(uint64_t iters, bool modify)
 {
     int fd = event_notifier_get_fd(&extra);
     uint64_t elapsed = 0;
@@ -262,15 +277,30 @@ static uint64_t run_addrm(uint64_t iters)
         uint64_t t0 = now_ns();
 
         for (uint64_t i = 0; i < batch; i++) {
-            aio_set_fd_handler(ctx, fd, false, extra_read, NULL, NULL, NULL,
-                               &extra);
-            aio_set_fd_handler(ctx, fd, false, NULL, NULL, NULL, NULL, NULL);
+            aio_set_fd_handler(ctx, fd, EXTERNAL_ARG extra_read, NULL, NULL,
+                               NULL, &extra);
+            if (modify) {
+                aio_set_fd_handler(ctx, fd, EXTERNAL_ARG extra_read,
+                                   extra_write, NULL, NULL, &extra);
+            }
+            aio_set_fd_handler(ctx, fd, EXTERNAL_ARG NULL, NULL, NULL, NULL,
+                               NULL);
         }
         elapsed += now_ns() - t0;
         iters -= batch;
         loop_step();            /* untimed: let the fd monitor catch up */
     }
     return elapsed;
+}
+
+static uint64_t run_addrm(uint64_t iters)
+{
+    return addrm_loop(iters, false);
+}
+
+static uint64_t run_addmodrm(uint64_t iters)
+{
+    return addrm_loop(iters, true);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -440,8 +470,8 @@ static uint64_t run_timer_mod(uint64_t iters)
 static void usage(void)
 {
     fprintf(stderr,
-            "usage: aio-bench aio_poll|addrm|timer_mod|bh_single|bh_burst|"
-            "bh_xthread plain|glib N "
+            "usage: aio-bench aio_poll|addrm|addmodrm|timer_mod|bh_single|"
+            "bh_burst|bh_xthread plain|glib N "
             "[RUNS [MS_PER_RUN]]\n");
     exit(2);
 }
@@ -483,7 +513,8 @@ static void *bench_thread(void *opaque)
         make_bhs(b->n, bh_count);
     } else {
         register_notifiers(b->n);
-        if (b->run == run_addrm && event_notifier_init(&extra, 0) < 0) {
+        if ((b->run == run_addrm || b->run == run_addmodrm) &&
+            event_notifier_init(&extra, 0) < 0) {
             fprintf(stderr, "aio-bench: event_notifier_init failed\n");
             exit(1);
         }
@@ -545,6 +576,8 @@ int main(int argc, char **argv)
         b.run = run_aio_poll;
     } else if (!strcmp(workload, "addrm")) {
         b.run = run_addrm;
+    } else if (!strcmp(workload, "addmodrm")) {
+        b.run = run_addmodrm;
     } else if (!strcmp(workload, "timer_mod")) {
         b.run = run_timer_mod;
     } else if (!strcmp(workload, "bh_single")) {
@@ -578,7 +611,7 @@ int main(int argc, char **argv)
                            b.per_iter[b.runs / 2]) / 2;
     if (b.run == run_aio_poll && n_fired != n_signalled) {
         check = "missed";
-    } else if (b.run == run_addrm && extra_reads) {
+    } else if ((b.run == run_addrm || b.run == run_addmodrm) && extra_reads) {
         check = "spurious";
     } else if (b.run == run_timer_mod && timers_expired) {
         check = "expired";

@@ -2,10 +2,12 @@
 # SPDX-License-Identifier: MIT
 # run.sh [--build] [--compile-only] [--table-only] [--before REV] [WORKDIR]
 #
-# Benchmarks QEMU 7.2's AioContext, stock against the libaioloop fork, in
-# one run (aio-bench.c: aio_poll cost, fd handler add+remove cost, timer_mod
-# cost, bottom halves scheduled and run singly, in bursts and from another
-# thread; plain aio_poll() and glib-attached).
+# Benchmarks QEMU's AioContext, stock against the libaioloop fork, in one
+# run (aio-bench.c: aio_poll cost, fd handler add+remove and
+# add+modify+remove cost, timer_mod cost, bottom halves scheduled and run
+# singly, in bursts and from another thread; plain aio_poll() and
+# glib-attached): 7.2 in WORKDIR build-qemu (the default), 10.2 in
+# build-qemu10 (--build then runs ../build.sh --qemu 10.2).
 #
 # 1. With --build, first brings both QEMU builds up to date
 #    (../build.sh --both WORKDIR, incremental).  Without it the builds are
@@ -69,7 +71,9 @@ stamp() { echo "run.sh: [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 if [ "$build" = 1 ] && [ "$table_only" = 0 ]; then
     stamp "bringing stock and fork builds up to date"
-    "$here/../build.sh" --both "$work" >&2
+    qemu_opt=()
+    [ ! -d "$work/tools" ] || qemu_opt=(--qemu 10.2) # (10.2's own meson)
+    "$here/../build.sh" "${qemu_opt[@]}" --both "$work" >&2
 fi
 
 # ---------------------------------------------------------------------------
@@ -156,6 +160,7 @@ cases=(
     "aio_poll glib 1 100 1000 10000"
     "addrm plain 1 1000 10000"
     "addrm glib 1 1000 10000"
+    "addmodrm plain 1 1000 10000"
     "timer_mod plain 1000 10000 100000"
     "bh_single plain 1"
     "bh_burst plain 1000"
@@ -184,7 +189,7 @@ for c in "${cases[@]}"; do
     fi
     configs=("${configs_all[@]}")
     case $workload in
-        aio_poll|addrm) [ "$variant" = glib ] || configs=("${configs_plain[@]}") ;;
+        aio_poll|addrm|addmodrm) [ "$variant" = glib ] || configs=("${configs_plain[@]}") ;;
     esac
     for n in $sizes; do
       for _round in $(seq "$rounds"); do
