@@ -89,8 +89,12 @@
 #include "qemu/thread.h"
 #include "block/aio.h"
 
-/* QEMU 8.1 dropped aio_set_fd_handler()'s is_external argument. */
-#if QEMU_VERSION_MAJOR > 8 || (QEMU_VERSION_MAJOR == 8 && QEMU_VERSION_MINOR >= 1)
+/*
+ * QEMU 8.1 dropped aio_set_fd_handler()'s is_external argument
+ * (QEMU_VERSION_MAJOR: config-host.h; a tree without it is older).
+ */
+#if defined(QEMU_VERSION_MAJOR) && \
+    (QEMU_VERSION_MAJOR > 8 || (QEMU_VERSION_MAJOR == 8 && QEMU_VERSION_MINOR >= 1))
 #define EXTERNAL_ARG
 #else
 #define EXTERNAL_ARG false,
