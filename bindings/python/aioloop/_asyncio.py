@@ -138,8 +138,8 @@ class _SocketTransport(_speed.SocketIO,
                        selector_events._SelectorSocketTransport):
     """asyncio's socket transport, whose write() and reader are SocketIO's
     (_speed_transport.c): a send() with the GIL held when nothing is
-    buffered, and one read buffer for a Protocol's reads; the rest, and
-    every case those leave, is asyncio's."""
+    buffered, and a Protocol's read straight into its bytes object; the
+    rest, and every case those leave, is asyncio's."""
 
     _aiol_buffered = False
     _aiol_slow_write = selector_events._SelectorSocketTransport.write

@@ -71,8 +71,10 @@ stamp() { echo "run.sh: [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 if [ "$build" = 1 ] && [ "$table_only" = 0 ]; then
     stamp "bringing stock and fork builds up to date"
+    # (the version of the source WORKDIR holds: fetch-source.sh's record)
     qemu_opt=()
-    [ ! -d "$work/tools" ] || qemu_opt=(--qemu 10.2) # (10.2's own meson)
+    ! grep -q '^qemu_10\.2' "$work/src/.unpacked" 2>/dev/null ||
+        qemu_opt=(--qemu 10.2)
     "$here/../build.sh" "${qemu_opt[@]}" --both "$work" >&2
 fi
 
