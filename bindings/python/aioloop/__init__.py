@@ -281,13 +281,18 @@ class Loop(_speed.Core):
 
     def call_at(self, when, callback, *args):
         """Runs callback(*args) at loop time when (seconds)."""
+        return self._call_at(when, callback, args, False)
+
+    def _call_at(self, when, callback, args, after_queued):
+        # after_queued: an asyncio loop's timer, which runs after the
+        # callbacks queued before it came due (_speed_handlers.c).
         self._owner_check("call_at")
         _callable(callback, "callback")
         if not isinstance(when, (int, float)) or when != when:
             raise TypeError("when must be a number of seconds")
         # (clamped before int(): float("inf") is a timer that never fires)
         ns = int(max(min(when * _NS, lib.AIOL_DEADLINE_NONE - 1), -2**62))
-        return self._call_at_ns(ns, float(when), callback, args)
+        return self._call_at_ns(ns, float(when), callback, args, after_queued)
 
     # --------------------------------------------------------- polling
 

@@ -318,7 +318,7 @@ class EventLoop(unix_events.SelectorEventLoop):
         if self._thread_id is None and aiol._owner != threading.get_ident():
             aiol._take()  # (not running: any one thread may arm timers)
         try:
-            timer._aiol = aiol.call_at(when, self._run_timer, timer)
+            timer._aiol = aiol._call_at(when, self._run_timer, (timer,), True)
         except RuntimeError:
             # From another thread while the loop runs: refused, as asyncio's
             # debug mode refuses it, in its words.

@@ -218,6 +218,7 @@ static void core_bh(void *opaque)
     Core *c = opaque;
     size_t n = c->len;
 
+    c->batch_ns = aiol_mono_time_get(); /* (see timer_fire()) */
     if (n > 1) {
         /* A nested poll in one of these callbacks goes on with the batch. */
         aiol_bh_schedule(c->bh);
@@ -242,6 +243,7 @@ static void core_bh(void *opaque)
         }
         Py_DECREF(h);
     }
+    c->batch_left = c->len > 0;
     if (c->len > 0) {
         aiol_bh_schedule(c->bh); /* queued meanwhile: next iteration */
     } else {

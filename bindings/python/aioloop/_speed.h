@@ -37,6 +37,8 @@ typedef struct {
     unsigned long owner;    /* PyThread_get_thread_ident() of the loop's */
     bool confined;          /* AIOL_LOOP_CONFINED: only owner changes it */
     int depth;              /* polls on the stack */
+    int64_t batch_ns;       /* when the last run of the FIFO began */
+    bool batch_left;        /* that run left callbacks queued */
     PyObject *dict;
     PyObject *weakrefs;
 } Core;
@@ -46,7 +48,9 @@ typedef struct {
     Handle h;
     Core *core;        /* while armed (a strong reference), else NULL */
     aiol_timer *timer; /* while armed, else NULL */
+    int64_t ns;        /* the deadline (CLOCK_MONOTONIC) */
     double when;
+    bool after_queued; /* asyncio's order (timer_fire()) */
 } TimerHandle;
 
 /*

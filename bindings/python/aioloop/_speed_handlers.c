@@ -31,12 +31,44 @@ static void timer_drop(TimerHandle *t)
     }
 }
 
+/*
+ * Whether @p t goes to the end of the call_soon FIFO instead of running
+ * now: an asyncio loop's timer (after_queued) that came due while the
+ * FIFO's last run went on, when that run queued callbacks.  asyncio takes
+ * the timers due when its select() returns, before it runs the callbacks
+ * queued by then; one that comes due later runs after those callbacks
+ * (they are already on its ready queue), however long they took.  Here
+ * the poll runs timers after its bottom halves, so without this a
+ * wait_for() whose timeout is shorter than the batch that armed it would
+ * cancel a task before its first step.  A timer due before that run
+ * began runs now, as asyncio runs it before them.
+ */
+static bool timer_after_queued(const TimerHandle *t)
+{
+    const Core *c = t->core;
+
+    return t->after_queued && c->batch_left && c->len > 0 &&
+           t->ns > c->batch_ns;
+}
+
 static void timer_fire(void *opaque)
 {
     TimerHandle *t = opaque;
     PyObject *cb = t->h.cb, *args = t->h.args, *errs = t->core->errs;
 
     Py_INCREF(t);
+    if (cb != NULL && timer_after_queued(t)) {
+        Core *c = (Core *)Py_NewRef(t->core);
+
+        timer_drop(t); /* (cancel() now clears the queued handle) */
+        if (aiol__py_core_push(c, (PyObject *)t) == 0) {
+            Py_DECREF(c);
+            Py_DECREF(t);
+            return;
+        }
+        PyErr_Clear(); /* (no memory to queue it: it runs now) */
+        Py_DECREF(c);
+    }
     Py_INCREF(errs);
     t->h.cb = t->h.args = NULL;
     timer_drop(t);
@@ -134,20 +166,27 @@ PyTypeObject aiol__py_timer_type = {
     .tp_methods = timer_methods,
 };
 
-/* _call_at_ns(ns, when, callback, args): arms a TimerHandle. */
+/*
+ * _call_at_ns(ns, when, callback, args[, after_queued]): arms a
+ * TimerHandle; after_queued: asyncio's order (timer_after_queued()).
+ */
 PyObject *aiol__py_call_at_ns(Core *c, PyObject *const *args,
                                  Py_ssize_t nargs)
 {
     long long ns;
     double when;
     TimerHandle *t;
-    int rc;
+    int rc, after_queued = 0;
 
     if (aiol__py_core_owned(c, "call_at") < 0) {
         return NULL;
     }
-    if (nargs != 4 || !PyTuple_Check(args[3])) {
-        PyErr_SetString(PyExc_TypeError, "_call_at_ns(ns, when, cb, args)");
+    if ((nargs != 4 && nargs != 5) || !PyTuple_Check(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "_call_at_ns(ns, when, cb, args[, after_queued])");
+        return NULL;
+    }
+    if (nargs == 5 && (after_queued = PyObject_IsTrue(args[4])) < 0) {
         return NULL;
     }
     ns = PyLong_AsLongLong(args[0]);
@@ -162,6 +201,8 @@ PyObject *aiol__py_call_at_ns(Core *c, PyObject *const *args,
         return NULL;
     }
     t->when = when;
+    t->ns = ns;
+    t->after_queued = after_queued;
     rc = aiol_timer_new(c->clock, timer_fire, t, &t->timer);
     if (rc == 0 && (rc = aiol_timer_mod(t->timer, ns)) < 0) {
         aiol_timer_free(t->timer);

@@ -273,3 +273,62 @@ def test_a_threadsafe_handles_cancel_waits_as_asyncios(new_loop):
 
     ref, ours = on_both(new_loop, scenario)
     assert ref == ours and len(ref) == 1
+
+
+@pytest.mark.parametrize("debug", [False, True])
+def test_timers_run_in_asyncios_order_with_queued_callbacks(new_loop, debug):
+    """asyncio takes the timers due when its wait ends and runs them after
+    the callbacks queued before then: one that comes due while a callback
+    runs goes after what that callback queued, one due before goes ahead
+    of it, and a cancel() from a callback ahead of a due timer stops it."""
+    def scenario(loop):
+        seen = []
+
+        def first():
+            seen.append("first")
+            loop.call_soon(seen.append, "soon")
+            loop.call_at(loop.time(), seen.append, "due-now")
+            loop.call_later(0, seen.append, "later-0")
+            h = loop.call_at(loop.time(), seen.append, "cancelled")
+            loop.call_soon(h.cancel)  # (queued ahead of h: h never runs)
+            time.sleep(0.002)
+
+        loop.call_at(loop.time() + 0.001, seen.append, "due-before")
+        time.sleep(0.005)
+        loop.call_soon(first)
+        loop.call_later(0.05, loop.stop)
+        loop.run_forever()
+        return seen
+
+    for ref, ours in [on_both(new_loop, scenario, debug) for _ in range(3)]:
+        assert ours == ref == ["first", "due-before", "soon", "due-now",
+                               "later-0"]
+
+
+def test_a_timeout_shorter_than_its_step_lets_the_task_start(new_loop):
+    """The step that arms a timeout outlasts it: the task it created still
+    takes its first step before the timeout cancels it, as in asyncio
+    (CPython's test_wait_for_waits_for_task_cancellation under load)."""
+    async def main():
+        done = []
+
+        async def inner():
+            try:
+                await asyncio.sleep(10)
+            except asyncio.CancelledError:
+                await asyncio.sleep(0)
+                raise
+            finally:
+                done.append(True)
+
+        task = asyncio.create_task(inner())
+        try:
+            async with asyncio.timeout(0.0001):
+                time.sleep(0.002)  # (this step outlasts the timeout)
+                await task
+        except TimeoutError:
+            pass
+        return done, task.cancelled()
+
+    ref, ours = on_both(new_loop, lambda lp: lp.run_until_complete(main()))
+    assert ref == ours == ([True], True)
