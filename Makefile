@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-stock qemu10 check-qemu10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -80,7 +80,7 @@ bench-deps: deps
 # unit, Python and asyncio suites again on Debian 13 and sid, and the
 # packages on bookworm and Debian 13.  (Every build also replays the fuzz
 # corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-notifiers10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -421,13 +421,18 @@ check-guest: qemu
 # route commits per device start, coalesced MSI updates, cancellation);
 # where /dev/kvm is missing or unusable the script exits 77: a SKIP line,
 # and make check goes on.
-check-notifiers: qemu
-	@rc=0; integrations/qemu/notifiers.sh test $(QEMU_WORK) || rc=$$?; \
+# $(call notifier_test,WORKDIR,TARGET): notifiers.sh test on WORKDIR's fork.
+define notifier_test
+	@rc=0; integrations/qemu/notifiers.sh test $(1) || rc=$$?; \
 	if [ $$rc = 77 ]; then \
-	  echo "SKIP: check-notifiers: no usable /dev/kvm, the fork's notifier batching was not run"; \
+	  echo "SKIP: $(2): no usable /dev/kvm, the fork's notifier batching was not run"; \
 	elif [ $$rc != 0 ]; then \
-	  echo "check-notifiers: FAILED (notifiers.sh exited $$rc)"; exit $$rc; \
+	  echo "$(2): FAILED (notifiers.sh exited $$rc)"; exit $$rc; \
 	fi
+endef
+
+check-notifiers: qemu
+	$(call notifier_test,$(QEMU_WORK),check-notifiers)
 
 # A Linux guest on Debian's QEMU 7.2 and on the fork (TCG), its disk a
 # vhost-user-blk-pci served by aioloop-vhost-blk, 1, 2 and 4 queues.
@@ -511,6 +516,14 @@ check-qemu10: qemu10
 	done
 	integrations/qemu/build.sh --qemu 10.2 --fork-disabled $(QEMU10_WORK)
 	integrations/qemu/run-tests.sh $(QEMU10_WORK) fork-disabled
+
+# The 10.2 fork's qemu-system-x86_64 and tools as well, and its notifier
+# batching on /dev/kvm (as check-notifiers; SKIP without a usable one).
+qemu10-all:
+	integrations/qemu/build.sh --qemu 10.2 --fork --all $(QEMU10_WORK)
+
+check-notifiers10: qemu10-all
+	$(call notifier_test,$(QEMU10_WORK),check-notifiers10)
 
 qemu10-stock:
 	integrations/qemu/build.sh --qemu 10.2 --stock $(QEMU10_WORK)
