@@ -11,6 +11,8 @@ ioctls of each step.  Checks, each in a fresh QEMU:
   - a virtio-blk-pci start costs one KVM_SET_GSI_ROUTING (1 and 64
     queues), and so does a second start after a reset;
   - a vhost-user-blk-pci start (qemu-storage-daemon) costs one as well;
+  - no start grows QEMU's fd table (FDSize): the series sized it for the
+    notifiers when the device was plugged;
   - a guest retargeting every vector costs one route commit per main-loop
     iteration that saw updates (qtest hands QEMU 1 KiB per read), not one
     per vector, and the vectors come back unmasked (the irqfds are
@@ -102,6 +104,17 @@ class Traced:
               "QEMU ran to the end without an assertion (%s)" % self.case.name)
 
 
+def fd_table_size(q):
+    """The size of QEMU's fd table (FDSize in /proc/PID/status)."""
+    with open(q.pidfile) as f:
+        pid = int(f.read())
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("FDSize:"):
+                return int(line.split()[1])
+    raise SystemExit("notifier-test: no FDSize for QEMU (pid %d)" % pid)
+
+
 def start_costs_one_commit(qemu, name, queues, vhost=False, starts=1):
     t = Traced(qemu, nb.Case(name, 1, queues, vhost=vhost))
     try:
@@ -109,8 +122,13 @@ def start_costs_one_commit(qemu, name, queues, vhost=False, starts=1):
         for n in range(starts):
             d.setup(queues)
             t.ioctls()
+            fds = fd_table_size(t.q)
             d.driver_ok()
             c = t.ioctls()
+            check(fd_table_size(t.q) == fds,
+                  "%s start %d: its notifiers fit the fd table sized when "
+                  "the device was plugged (%d -> %d)" % (
+                      name, n + 1, fds, fd_table_size(t.q)))
             check(c["KVM_SET_GSI_ROUTING"] == 1,
                   "%s start %d: 1 route commit (%d)" % (
                       name, n + 1, c["KVM_SET_GSI_ROUTING"]))
