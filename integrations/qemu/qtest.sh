@@ -8,7 +8,8 @@
 # multiqueue-kvm tests: vectors retargeted while the device runs, a
 # masked vector's pending bit, stop and restart, unplug; the -kvm one
 # under -accel kvm -S, skipped where KVM is not usable), vhost-user-blk-pci
-# (against Debian's qemu-storage-daemon) and vhost-user-net (QEMU's
+# (against the qemu-storage-daemon of the same build, else Debian's) and
+# vhost-user-net (QEMU's
 # in-process vhost-user server).  With --daemon, the vhost-user-blk-pci
 # tests run a second time with aioloop-vhost-blk as the storage daemon
 # (QTEST_QEMU_STORAGE_DAEMON_BINARY: the test starts it with qsd's
@@ -38,7 +39,11 @@ firmware_link qtest.sh "$bld"
 
 cd "$bld"
 export QTEST_QEMU_BINARY=./qemu-system-x86_64 QTEST_QEMU_IMG=./qemu-img
-mapfile -t tests < <(tests/qtest/qos-test -l |
+# The storage daemon built with this QEMU (same version), else Debian's.
+# (10.2 registers the vhost-user-blk tests only when one is named.)
+qsd=$bld/storage-daemon/qemu-storage-daemon
+[ -x "$qsd" ] || qsd=/usr/bin/qemu-storage-daemon
+mapfile -t tests < <(QTEST_QEMU_STORAGE_DAEMON_BINARY=$qsd tests/qtest/qos-test -l |
     grep -E '/(virtio-blk-pci|vhost-user-blk-pci)/|/vhost-user/')
 [ ${#tests[@]} -ge 20 ] || { echo "qtest.sh: only ${#tests[@]} tests listed" >&2; exit 1; }
 for t in multiqueue multiqueue-kvm; do
@@ -70,7 +75,7 @@ run() {
 }
 
 status=0
-run qemu-storage-daemon /usr/bin/qemu-storage-daemon ${#tests[@]} "${tests[@]}" || status=1
+run qemu-storage-daemon "$qsd" ${#tests[@]} "${tests[@]}" || status=1
 if [ -n "$daemon" ]; then
     mapfile -t ours < <(printf '%s\n' "${tests[@]}" | grep '/vhost-user-blk-pci/')
     [ ${#ours[@]} -ge 6 ] || { echo "qtest.sh: only ${#ours[@]} vhost-user-blk tests" >&2; exit 1; }
