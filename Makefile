@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 check-qtest10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 bench-notifiers10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -80,7 +80,7 @@ bench-deps: deps
 # unit, Python and asyncio suites again on Debian 13 and sid, and the
 # packages on bookworm and Debian 13.  (Every build also replays the fuzz
 # corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -460,6 +460,11 @@ bench-notifiers: all
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/notifiers.sh bench $(QEMU_WORK) $(if $(findstring --quick,$(BENCH_ARGS)),--quick)
 
+# The same on QEMU 10.2.2: stock against the 10.2 series.
+bench-notifiers10: all
+	integrations/qemu/build.sh --qemu 10.2 --both --all $(QEMU10_WORK)
+	integrations/qemu/notifiers.sh bench $(QEMU10_WORK) $(if $(findstring --quick,$(BENCH_ARGS)),--quick)
+
 # QEMU's qemu-iotests (quick group, raw, aio=io_uring) on the fork, on the
 # io_uring fd monitor (requests on the AioContext's ring) and on epoll.
 check-qemu-iotests: qemu
@@ -524,6 +529,16 @@ qemu10-all:
 
 check-notifiers10: qemu10-all
 	$(call notifier_test,$(QEMU10_WORK),check-notifiers10)
+
+# qemu-iotests on the 10.2 fork: quick group, raw, aio=io_uring, native
+# (cache=none) and threads on the io_uring fd monitor, threads on epoll.
+check-qemu-iotests10: qemu10-all
+	integrations/qemu/iotests.sh $(QEMU10_WORK)
+
+# The guest matrix on the 10.2 fork (as check-guest; aio=io_uring only on
+# the io_uring fd monitor, where 10.2 offers it).
+check-guest10: qemu10-all
+	integrations/qemu/guest-test.sh $(QEMU10_WORK)
 
 # QEMU's qtests of the changed devices on the 10.2 fork, as check-qtest
 # (vhost-user-blk-pci against 10.2.2's own qemu-storage-daemon).

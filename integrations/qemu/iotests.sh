@@ -2,18 +2,26 @@
 # SPDX-License-Identifier: MIT
 # iotests.sh [WORKDIR] [VARIANT]
 #
-# QEMU's own qemu-iotests, the "quick" group on raw images with
-# aio=io_uring (`check -raw -i io_uring -g quick`), on the fork built by
-# build.sh --all (VARIANT fork, the default) once per fd monitor in
-# $IOTESTS_FDMONS (default: io_uring epoll): on io_uring the requests go
-# on the AioContext's own ring, on epoll on block/io_uring.c's own ring
-# (7.2's path, where test 101 hung before patch 20).
-# Prints one line per fd monitor and a closing "iotests: N passed, N
-# failed" line; exits non-zero when a test failed that is not in
-# KNOWN_STOCK: tests that fail the same way on stock 7.2 built from the
-# same source (307: blockdev-nbd.c's assertion `qemu_in_main_thread() &&
-# nbd_server' when an NBD client of an iothread's export goes away; fixed
-# upstream after 7.2).  WORKDIR defaults to <repo>/build-qemu.
+# QEMU's own qemu-iotests, the "quick" group on raw images
+# (`check -raw -i AIO -g quick`), on a build of build.sh --all (VARIANT
+# fork, the default; or stock) once per run in $IOTESTS_RUNS, each run
+# FDMON:AIO (the libaioloop fd monitor, AIOLOOP_FDMON, and the -i mode;
+# aio=native runs with -c none, the O_DIRECT it needs).
+# Defaults, by the QEMU version of the build:
+#   7.2:  io_uring:io_uring epoll:io_uring.  On io_uring the requests go
+#         on the AioContext's own ring, on epoll on block/io_uring.c's own
+#         ring (7.2's path, where test 101 hung before patch 20).
+#   10.2: io_uring:io_uring io_uring:native io_uring:threads
+#         epoll:threads.  aio=io_uring needs an AioContext with a ring
+#         (aio_add_sqe()), so on epoll it is not offered, as upstream.
+# Prints one line per run and a closing "iotests: N passed, N failed"
+# line; exits non-zero when a test failed that is not in the version's
+# known list: tests that fail the same way on stock QEMU built from the
+# same source (7.2: 307, blockdev-nbd.c's assertion `qemu_in_main_thread()
+# && nbd_server' when an NBD client of an iothread's export goes away,
+# fixed upstream after 7.2; 10.2 with aio=native: 045, whose fd sets
+# hold no O_DIRECT descriptor for cache=none).  WORKDIR defaults to
+# <repo>/build-qemu.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -21,36 +29,48 @@ repo=$(cd "$here/../.." && pwd)
 work=$(realpath -m "${1:-$repo/build-qemu}")
 variant=${2:-fork}
 build=$work/$variant-build
-KNOWN_STOCK="307"
-read -r -a fdmons <<< "${IOTESTS_FDMONS:-io_uring epoll}"
 
 [ -x "$build/qemu-nbd" ] && [ -x "$build/qemu-img" ] ||
     { echo "iotests.sh: no $build/qemu-nbd; run build.sh --all" >&2; exit 1; }
+version=$("$build/qemu-img" --version | sed -n '1s/.*version \([0-9]*\.[0-9]*\).*/\1/p')
+# KNOWN_STOCK: AIO:TEST (or *:TEST for every mode)
+case $version in
+    7.2) KNOWN_STOCK="*:307" default_runs="io_uring:io_uring epoll:io_uring" ;;
+    *) KNOWN_STOCK="native:045"
+       default_runs="io_uring:io_uring io_uring:native io_uring:threads epoll:threads" ;;
+esac
+read -r -a runs <<< "${IOTESTS_RUNS:-$default_runs}"
 . "$here/pkgs.sh"
 # (the firmware qemu-system-x86_64 loads even under qtest)
 firmware_link iotests.sh "$build"
 
 passed=0 failed=0 bad=()
-for b in "${fdmons[@]}"; do
-    log=$build/iotests-$b.log
+for run in "${runs[@]}"; do
+    b=${run%%:*} aio=${run#*:}
+    log=$build/iotests-$b-$aio.log
     rc=0
+    t0=$(date +%s)
+    cache=()
+    [ "$aio" != native ] || cache=(-c none) # (aio=native needs O_DIRECT)
     (cd "$build/tests/qemu-iotests" &&
-     AIOLOOP_FDMON=$b timeout 1800 ./check -raw -i io_uring -g quick) \
+     AIOLOOP_FDMON=$b timeout 1800 ./check -raw -i "$aio" "${cache[@]}" -g quick) \
         > "$log" 2>&1 || rc=$?
+    took=$(( $(date +%s) - t0 ))s
     fails=$(sed -n 's/^Failures: //p' "$log")
     summary=$(grep -E '^(Passed all|Failed [0-9]+ of) [0-9]+ iotests' "$log" || true)
     unexpected=()
     for t in $fails; do
-        [[ " $KNOWN_STOCK " == *" $t "* ]] || unexpected+=("$t")
+        [[ " $KNOWN_STOCK " == *" $aio:$t "* || " $KNOWN_STOCK " == *" *:$t "* ]] ||
+            unexpected+=("$t")
     done
     if [ -z "$summary" ] || { [ "$rc" != 0 ] && [ -z "$fails" ]; }; then
-        echo "iotests [$b]: FAIL: the run did not finish (exit $rc), see $log"
-        failed=$((failed + 1)); bad+=("$b")
+        echo "iotests [$b, aio=$aio]: FAIL: the run did not finish (exit $rc), see $log"
+        failed=$((failed + 1)); bad+=("$run")
     elif [ ${#unexpected[@]} -gt 0 ]; then
-        echo "iotests [$b]: FAIL: ${unexpected[*]} ($summary), see $log"
-        failed=$((failed + 1)); bad+=("$b")
+        echo "iotests [$b, aio=$aio]: FAIL: ${unexpected[*]} ($summary), see $log"
+        failed=$((failed + 1)); bad+=("$run")
     else
-        echo "iotests [$b]: PASS: $summary${fails:+; failing on stock 7.2 too: $fails}"
+        echo "iotests [$b, aio=$aio]: PASS: $summary in $took${fails:+; failing on stock $version too: $fails}"
         passed=$((passed + 1))
     fi
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""Device start and stop cost on real KVM: stock QEMU 7.2 against the fork.
+"""Device start and stop cost on real KVM: stock QEMU against the fork.
 
     notifier_bench.py [--rounds N] [--quick] [--out DIR] STOCK_QEMU FORK_QEMU
 
