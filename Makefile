@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 bench-notifiers10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 bench-notifiers10 bench-qemu-img10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -479,6 +479,14 @@ bench-qemu-img: bench-deps
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	/usr/bin/python3 integrations/qemu/bench/img_bench.py \
 	  --stock $(QEMU_WORK)/stock-build/qemu-img --fork $(QEMU_WORK)/fork-build/qemu-img \
+	  $(if $(filter 0,$(shell id -u)),--loop) $(IMG_BENCH_ARGS)
+
+# The same on QEMU 10.2.2: stock (upstream's io_uring AioContext) against
+# the 10.2 series on libaioloop's io_uring monitor.
+bench-qemu-img10: bench-deps
+	integrations/qemu/build.sh --qemu 10.2 --both --all $(QEMU10_WORK)
+	/usr/bin/python3 integrations/qemu/bench/img_bench.py \
+	  --stock $(QEMU10_WORK)/stock-build/qemu-img --fork $(QEMU10_WORK)/fork-build/qemu-img \
 	  $(if $(filter 0,$(shell id -u)),--loop) $(IMG_BENCH_ARGS)
 
 # fio in a TCG guest on an iothread (aio=io_uring, O_DIRECT, 4 KiB random
