@@ -151,7 +151,8 @@ run_case() {
 
 # From 10.2 on aio=io_uring needs an AioContext with a ring
 # (aio_add_sqe()): on the other fd monitors it is not offered, as upstream.
-qemu_major=$("$qemu" -version | sed -n '1s/.*version \([0-9]*\)\..*/\1/p')
+qemu_major=$(qemu_version "$qemu")
+qemu_major=${qemu_major%%.*}
 for b in "${fdmons[@]}"; do
     for c in "${cases[@]}"; do
         if [[ $c == *io_uring* && $b != io_uring && ${qemu_major:-0} -ge 10 ]]; then

@@ -32,7 +32,8 @@ build=$work/$variant-build
 
 [ -x "$build/qemu-nbd" ] && [ -x "$build/qemu-img" ] ||
     { echo "iotests.sh: no $build/qemu-nbd; run build.sh --all" >&2; exit 1; }
-version=$("$build/qemu-img" --version | sed -n '1s/.*version \([0-9]*\.[0-9]*\).*/\1/p')
+. "$here/pkgs.sh"
+version=$(qemu_version "$build/qemu-img")
 # KNOWN_STOCK: AIO:TEST (or *:TEST for every mode)
 case $version in
     7.2) KNOWN_STOCK="*:307" default_runs="io_uring:io_uring epoll:io_uring" ;;
@@ -40,7 +41,6 @@ case $version in
        default_runs="io_uring:io_uring io_uring:native io_uring:threads epoll:threads" ;;
 esac
 read -r -a runs <<< "${IOTESTS_RUNS:-$default_runs}"
-. "$here/pkgs.sh"
 # (the firmware qemu-system-x86_64 loads even under qtest)
 firmware_link iotests.sh "$build"
 

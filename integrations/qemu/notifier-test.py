@@ -29,9 +29,7 @@ Every case also checks that QEMU is still alive and printed no assertion.
 Exits 77 when /dev/kvm cannot create a VM here.
 """
 import os
-import re
 import shutil
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +37,7 @@ import time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "bench"))
 import notifier_bench as nb  # noqa: E402
+from qemu_version import qemu_version  # noqa: E402
 from qtest_virtio import Qtest, VirtioPci  # noqa: E402
 
 FAILED = []
@@ -46,16 +45,6 @@ FAILED = []
 # Irqfds a device start attaches besides one per queue: from QEMU 8.0 on
 # the config vector has one as well (set by main() from the binary).
 CONFIG_IRQFDS = 0
-
-
-def qemu_version(qemu):
-    """(major, minor) of QEMU binary @qemu."""
-    out = subprocess.run([qemu, "-version"], capture_output=True, text=True,
-                         check=True).stdout
-    m = re.search(r"version (\d+)\.(\d+)", out)
-    if not m:
-        raise SystemExit("notifier-test: no version in %r" % out)
-    return int(m.group(1)), int(m.group(2))
 
 
 def check(cond, what):

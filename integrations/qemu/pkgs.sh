@@ -33,3 +33,8 @@ firmware_link() {
         [ -e "$datadir/${f##*/}" ] || [ -L "$datadir/${f##*/}" ] || ln -s "$f" "$datadir/"
     done
 }
+
+# qemu_version BINARY: MAJOR.MINOR of a QEMU binary (qemu-img, qemu-system-*)
+qemu_version() {
+    "$1" --version | sed -n '1s/.*version \([0-9]*\.[0-9]*\).*/\1/p'
+}
