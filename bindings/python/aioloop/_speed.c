@@ -218,7 +218,14 @@ static void core_bh(void *opaque)
     Core *c = opaque;
     size_t n = c->len;
 
-    c->batch_ns = aiol_mono_time_get(); /* (see timer_fire()) */
+    /*
+     * (timer_fire() compares armed timers' deadlines with it; a timer armed
+     * during the batch is due after it began whatever this holds, so the
+     * clock is read only while timers are armed)
+     */
+    if (c->timers != NULL && PySet_GET_SIZE(c->timers) > 0) {
+        c->batch_ns = aiol_mono_time_get();
+    }
     if (n > 1) {
         /* A nested poll in one of these callbacks goes on with the batch. */
         aiol_bh_schedule(c->bh);

@@ -37,7 +37,8 @@ typedef struct {
     unsigned long owner;    /* PyThread_get_thread_ident() of the loop's */
     bool confined;          /* AIOL_LOOP_CONFINED: only owner changes it */
     int depth;              /* polls on the stack */
-    int64_t batch_ns;       /* when the last run of the FIFO began */
+    int64_t batch_ns;       /* when the last run of the FIFO began, or
+                               earlier if no timer was armed then */
     bool batch_left;        /* that run left callbacks queued */
     PyObject *dict;
     PyObject *weakrefs;
