@@ -70,6 +70,7 @@ static int uring_init(aiol_loop *loop)
     if (s == NULL) {
         return -ENOMEM;
     }
+    s->host_efd = -1;
     ret = aiol__uring_ring_create(s, &s->ring, false);
     if (ret < 0) {
         free(s);
@@ -139,6 +140,9 @@ static int rebuild_shared(aiol_loop *loop, aiol__uring_state *s)
     }
     io_uring_queue_exit(&s->ring); /* cancels the old ring's polls */
     s->ring = fresh;
+    /* A host's eventfd was the old ring's: the host takes the new fd. */
+    aiol__uring_host_efd_close(s);
+    s->host_bound = false;
     aiol__lock(loop);
     aiol__uring_polls_rearm(loop, s);
     aiol__unlock(loop);
@@ -234,6 +238,9 @@ static void uring_flush(aiol_loop *loop)
     }
     aiol__unlock(loop);
     (void)aiol__uring_ring_look(loop, s);
+    if (s->host_bound) {
+        aiol__uring_host_efd_arm(s);
+    }
 }
 
 static bool uring_pending(aiol_loop *loop)
@@ -264,10 +271,14 @@ static int uring_get_fd(aiol_loop *loop)
         if (ret == -EBUSY && s->bound && s->owner == aiol__thread_id()) {
             /*
              * Requests in flight pin the ring to us.  Keep it, for good
-             * (the host holds its fd): a bound ring's fd polls readable
-             * once completion work is pending for its owner, and our
-             * dispatch posts it (test_uring checks the kernel does).
+             * (the host holds its fd), and give the host an eventfd the
+             * ring signals: a sleeper in poll(2) on the ring fd itself
+             * would never be woken (aiol__uring_host_efd_open()).
              */
+            ret = aiol__uring_host_efd_open(s);
+            if (ret < 0) {
+                return ret;
+            }
             s->host_bound = true;
         } else if (ret < 0) {
             return ret; /* -EBUSY from another thread; -EMFILE, -ENOMEM */
@@ -281,7 +292,7 @@ static int uring_get_fd(aiol_loop *loop)
          */
         uring_flush(loop);
     }
-    return s->ring.ring_fd;
+    return s->host_bound ? s->host_efd : s->ring.ring_fd;
 }
 
 static void uring_spin_begin(aiol_loop *loop)

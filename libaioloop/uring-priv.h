@@ -75,8 +75,10 @@ typedef struct aiol__uring_state {
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;         /* submitted, callback not yet run */
     bool closing;              /* aiol_loop_free() began: no submissions */
-    bool host_bound;           /* get_fd() gave a host the bound ring's fd
+    bool host_bound;           /* get_fd() gave a host the bound ring
                                   (requests pinned it): keep it bound */
+    int host_efd;              /* host_bound: the host's fd, an eventfd
+                                  registered on the ring; else -1 */
     aiol__uring_done *done;    /* completions to dispatch, done[head..n) */
     size_t done_head, ndone, done_cap;
     /* Buffer groups (uring-net.c); polling thread. */
@@ -211,6 +213,15 @@ void aiol__uring_ring_enable(aiol_loop *loop, aiol__uring_state *s);
 int aiol__uring_ring_look(aiol_loop *loop, aiol__uring_state *s);
 /* A free SQE, submitting what is queued if the SQ is full. */
 struct io_uring_sqe *aiol__uring_sqe_get(aiol__uring_state *s);
+/*
+ * A host is to sleep on a bound ring (host_bound): an eventfd registered
+ * on it, s->host_efd.  0, or -errno with nothing changed.
+ */
+int aiol__uring_host_efd_open(aiol__uring_state *s);
+/* Before the host sleeps on s->host_efd: readable iff work is pending. */
+void aiol__uring_host_efd_arm(aiol__uring_state *s);
+/* Closes s->host_efd, if any (with its ring, or when the ring goes). */
+void aiol__uring_host_efd_close(aiol__uring_state *s);
 /* Loop teardown: closes the ring, which cancels what is in flight. */
 void aiol__uring_ring_close(aiol__uring_state *s);
 /* A fork child: drops its view of the parent's ring, entering no kernel. */

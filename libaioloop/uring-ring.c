@@ -23,7 +23,10 @@
  * ring if the loop moved.
  */
 #include <errno.h>
+#include <stdatomic.h>
+#include <stdint.h>
 #include <string.h>
+#include <sys/eventfd.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -121,8 +124,68 @@ int aiol__uring_ring_look(aiol_loop *loop, aiol__uring_state *s)
     return io_uring_submit_and_get_events(&s->ring);
 }
 
+/*
+ * A host sleeping in poll(2) on a bound ring's fd is never woken by the
+ * ring: DEFER_TASKRUN queues a completion as work that only the owner's
+ * io_uring_enter(GETEVENTS) runs, and wakes nobody but an owner waiting
+ * in io_uring_enter; only posting a CQE wakes the ring fd's pollers.  The
+ * kernel does signal an eventfd registered on the ring when such work
+ * arrives on an empty list (and when CQEs are posted), so a host of a
+ * bound ring sleeps on one of those instead.
+ */
+int aiol__uring_host_efd_open(aiol__uring_state *s)
+{
+    int efd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK), ret;
+
+    if (efd < 0) {
+        return -errno;
+    }
+    ret = io_uring_register_eventfd(&s->ring, efd);
+    if (ret < 0) {
+        close(efd);
+        return ret;
+    }
+    s->host_efd = efd;
+    return 0;
+}
+
+/*
+ * The eventfd counts wakeups, not levels, and our own entries into the
+ * kernel post CQEs that signal it too: empty it, then signal it again if
+ * work is pending (IORING_SQ_TASKRUN, set from the first work added until
+ * the owner runs it) or CQEs wait unreaped.  Work added after our look at
+ * the flag finds the list empty and signals the eventfd itself; work whose
+ * signal our read consumed set the flag before signalling (under the
+ * eventfd's lock, which our read takes too), so the look sees it.
+ */
+void aiol__uring_host_efd_arm(aiol__uring_state *s)
+{
+    uint64_t n;
+
+    if (read(s->host_efd, &n, sizeof(n)) < 0 && errno != EAGAIN) {
+        aiol__fail(__func__, "cannot read the host's eventfd");
+    }
+    atomic_thread_fence(memory_order_seq_cst);
+    if ((IO_URING_READ_ONCE(*s->ring.sq.kflags) &
+         (IORING_SQ_TASKRUN | IORING_SQ_CQ_OVERFLOW)) != 0 ||
+        io_uring_cq_ready(&s->ring) != 0) {
+        n = 1;
+        aiol__check(write(s->host_efd, &n, sizeof(n)) == sizeof(n),
+                    "cannot signal the host's eventfd");
+    }
+}
+
+void aiol__uring_host_efd_close(aiol__uring_state *s)
+{
+    if (s->host_efd >= 0) {
+        close(s->host_efd);
+        s->host_efd = -1;
+    }
+}
+
 void aiol__uring_ring_close(aiol__uring_state *s)
 {
+    aiol__uring_host_efd_close(s);
     if (s->registered && s->owner == aiol__thread_id()) {
         io_uring_unregister_ring_fd(&s->ring);
     }
@@ -144,6 +207,7 @@ void aiol__uring_ring_forget(aiol__uring_state *s)
 {
     struct io_uring *r = &s->ring;
 
+    aiol__uring_host_efd_close(s); /* the child's copy */
     munmap(r->sq.sqes, r->sq.ring_entries * sizeof(struct io_uring_sqe));
     munmap(r->sq.ring_ptr, r->sq.ring_sz);
     if (r->cq.ring_ptr != NULL && r->cq.ring_ptr != r->sq.ring_ptr) {

@@ -23,10 +23,15 @@
 #include <errno.h>
 #include <liburing.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <sys/statfs.h>
+#include <sys/timerfd.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "aioloop/aioloop.h"
@@ -752,6 +757,192 @@ static void test_get_fd_with_requests_in_flight(void **state)
     close(p[1]);
 }
 
+/*
+ * A host's sleep on the loop fd @lfd until it is readable.  A watchdog
+ * timerfd @tfd (poll() checks the fds once more when it gives up, so its
+ * result alone cannot tell a missed wakeup) fires only when the loop
+ * missed the wakeup.
+ */
+static void host_sleep(int lfd, int tfd)
+{
+    static const struct itimerspec watchdog = { .it_value = { .tv_sec = 10 } };
+    struct pollfd pfd[2] = {
+        { .fd = lfd, .events = POLLIN },
+        { .fd = tfd, .events = POLLIN },
+    };
+
+    assert_int_equal(timerfd_settime(tfd, 0, &watchdog, NULL), 0);
+    assert_true(poll(pfd, 2, -1) >= 1);
+    assert_int_equal(pfd[1].revents, 0);
+    assert_true(pfd[0].revents & POLLIN);
+}
+
+/* A thread that writes to a pipe once @tid sleeps in poll(2). */
+typedef struct late_writer {
+    pid_t tid;
+    int wfd;
+} late_writer;
+
+static void *write_once_asleep(void *arg)
+{
+    late_writer *w = arg;
+    char path[64], wchan[64];
+
+    snprintf(path, sizeof(path), "/proc/self/task/%d/wchan", (int)w->tid);
+    for (;;) {
+        FILE *f = fopen(path, "r");
+        size_t n;
+
+        assert_non_null(f);
+        n = fread(wchan, 1, sizeof(wchan) - 1, f);
+        fclose(f);
+        wchan[n] = '\0';
+        if (strstr(wchan, "poll") != NULL) {
+            break; /* asleep in poll_schedule_timeout(), or about to be */
+        }
+        usleep(1000);
+    }
+    assert_int_equal(write(w->wfd, "x", 1), 1);
+    return NULL;
+}
+
+/*
+ * The same host, asleep in poll(2) when the request completes: a bound
+ * ring (DEFER_TASKRUN) queues the completion as work for its owner and
+ * wakes no poller of the ring fd, so the host slept on until its timeout.
+ * The fd the host gets is woken by the ring instead.
+ */
+static void test_get_fd_host_asleep_when_a_request_completes(void **state)
+{
+    aiol_loop *loop = ur_loop_new();
+    late_writer w = { .tid = (pid_t)syscall(SYS_gettid) };
+    struct pollfd pfd;
+    int tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    pthread_t t;
+    char buf[3][8];
+    int p[2];
+    ur_req rd[3];
+
+    (void)state;
+    tu_pipe(p);
+    w.wfd = p[1];
+    for (int i = 0; i < 3; i++) {
+        ur_req_init(&rd[i], loop, UR_READ, p[0], buf[i], sizeof(buf[i]), 0);
+    }
+    ur_submit(&rd[0]);
+    assert_false(aiol_loop_poll(loop, false)); /* in the kernel now */
+    pfd = (struct pollfd){ .fd = aiol_loop_fd_get(loop), .events = POLLIN };
+    assert_true(pfd.fd >= 0);
+    assert_true(tfd >= 0);
+    for (int round = 0; round < 3; round++) {
+        aiol_loop_prepare(loop);
+        assert_int_equal(pthread_create(&t, NULL, write_once_asleep, &w), 0);
+        host_sleep(pfd.fd, tfd);
+        assert_int_equal(pthread_join(t, NULL), 0);
+        aiol_loop_check(loop);
+        assert_true(aiol_loop_dispatch(loop));
+        assert_int_equal(rd[round].ndone, 1);
+        assert_int_equal(rd[round].res, 1);
+        if (round < 2) {
+            ur_submit(&rd[round + 1]); /* the next one, on the same ring */
+        }
+        /* nothing pending: the host would sleep */
+        aiol_loop_prepare(loop);
+        assert_int_equal(poll(&pfd, 1, 0), 0);
+        aiol_loop_check(loop);
+    }
+    assert_int_equal(aiol_loop_fd_get(loop), pfd.fd);
+    aiol_loop_free(loop);
+    close(tfd);
+    close(p[0]);
+    close(p[1]);
+}
+
+/*
+ * A file opened O_DIRECT on a filesystem that completes direct reads
+ * from the block layer's interrupt (not tmpfs, which completes them
+ * inline), or -1 with the reason printed.
+ */
+static int direct_file_open(char *path, size_t len)
+{
+    static const char *dirs[] = { "/var/tmp", "." };
+    static char block[4096] __attribute__((aligned(4096)));
+
+    for (size_t i = 0; i < sizeof(dirs) / sizeof(*dirs); i++) {
+        struct statfs sf;
+        int fd;
+
+        if (statfs(dirs[i], &sf) != 0 || sf.f_type == 0x01021994 /* tmpfs */) {
+            continue;
+        }
+        snprintf(path, len, "%s/test-uring-direct-XXXXXX", dirs[i]);
+        fd = mkstemp(path);
+        if (fd < 0) {
+            continue;
+        }
+        if (pwrite(fd, block, sizeof(block), 0) == (ssize_t)sizeof(block) &&
+            fsync(fd) == 0) {
+            int dfd = open(path, O_RDONLY | O_DIRECT);
+
+            close(fd);
+            if (dfd >= 0) {
+                return dfd;
+            }
+        } else {
+            close(fd);
+        }
+        unlink(path);
+    }
+    printf("SKIP: no directory here takes O_DIRECT reads on a block "
+           "device (tried /var/tmp and .)\n");
+    return -1;
+}
+
+/*
+ * The same for direct reads, whose completions the kernel queues lazily:
+ * a bound ring wakes its owner for them only while it waits in
+ * io_uring_enter, not a host asleep in poll(2) on the ring fd (a
+ * poll-driven completion, like the pipe read above, does wake it).
+ */
+static void test_get_fd_host_asleep_on_direct_reads(void **state)
+{
+    static char buf[4096] __attribute__((aligned(4096)));
+    char path[256];
+    aiol_loop *loop = ur_loop_new();
+    int fd = direct_file_open(path, sizeof(path));
+    int lfd, tfd = timerfd_create(CLOCK_MONOTONIC, TFD_CLOEXEC);
+    ur_req rd[8];
+
+    (void)state;
+    if (fd < 0) {
+        aiol_loop_free(loop);
+        skip();
+    }
+    ur_req_init(&rd[0], loop, UR_READ, fd, buf, sizeof(buf), 0);
+    ur_submit(&rd[0]);
+    (void)aiol_loop_poll(loop, false); /* in the kernel now, or done */
+    lfd = aiol_loop_fd_get(loop);
+    assert_true(lfd >= 0);
+    assert_true(tfd >= 0);
+    for (int i = 0; i < 8; i++) {
+        if (i > 0) {
+            ur_req_init(&rd[i], loop, UR_READ, fd, buf, sizeof(buf), 0);
+            ur_submit(&rd[i]);
+        }
+        while (rd[i].ndone == 0) {
+            aiol_loop_prepare(loop); /* submits the read */
+            host_sleep(lfd, tfd);
+            aiol_loop_check(loop);
+            aiol_loop_dispatch(loop);
+        }
+        assert_int_equal(rd[i].res, (int)sizeof(buf));
+    }
+    aiol_loop_free(loop);
+    close(tfd);
+    close(fd);
+    unlink(path);
+}
+
 typedef struct resub {
     aiol_loop *loop;
     int ndone, resubmit_ret;
@@ -941,6 +1132,8 @@ int main(void)
         T(test_level_triggered),
         T(test_embed_direct_and_requests),
         T(test_get_fd_with_requests_in_flight),
+        T(test_get_fd_host_asleep_when_a_request_completes),
+        T(test_get_fd_host_asleep_on_direct_reads),
         T(test_resubmit_during_free),
         T(test_wakeup_only_look),
         T(test_completions_first),
