@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 bench-notifiers10 bench-qemu-img10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 check-vhost-guest10 check-vhost-lifecycle10 bench-notifiers10 bench-qemu-img10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -80,7 +80,7 @@ bench-deps: deps
 # unit, Python and asyncio suites again on Debian 13 and sid, and the
 # packages on bookworm and Debian 13.  (Every build also replays the fuzz
 # corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 check-vhost-guest10 check-vhost-lifecycle10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -552,6 +552,18 @@ check-guest10: qemu10-all
 # (vhost-user-blk-pci against 10.2.2's own qemu-storage-daemon).
 check-qtest10: all qemu10-all
 	integrations/qemu/qtest.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU10_WORK)
+
+# A Linux guest whose disk aioloop-vhost-blk serves, and the daemon
+# outliving its frontends, with the 10.2 fork as the frontend (as
+# check-vhost-guest and check-vhost-lifecycle, which also run Debian's 7.2).
+VHOST_DAEMON := $(BUILD)/integrations/vhost/aioloop-vhost-blk
+check-vhost-guest10: all qemu10-all
+	integrations/vhost/guest-test.sh --daemon $(VHOST_DAEMON) \
+	  --qemu $(QEMU10_WORK)/fork-build/qemu-system-x86_64 $(QEMU10_WORK)
+
+check-vhost-lifecycle10: all qemu10-all
+	integrations/vhost/lifecycle-test.sh --daemon $(VHOST_DAEMON) \
+	  --qemu $(QEMU10_WORK)/fork-build/qemu-system-x86_64 $(QEMU10_WORK)
 
 qemu10-stock:
 	integrations/qemu/build.sh --qemu 10.2 --stock $(QEMU10_WORK)

@@ -13,7 +13,8 @@
 #              A second QEMU boots on the same socket, served by the same
 #              daemon, and reads back every block the first guest saw
 #              acknowledged.
-#   reconnect  QEMU's chardev has reconnect=1; while the guest writes, the
+#   reconnect  QEMU's chardev reconnects after 1 s (reconnect=1, or
+#              reconnect-ms=1000 from QEMU 10.0); while the guest writes, the
 #              daemon is stopped with SIGTERM (exit status 0) and a new
 #              one started on the same socket and image.  QEMU reconnects,
 #              the guest's writes carry on and it reads back every block.
@@ -139,8 +140,10 @@ case_kill() {
 }
 
 case_reconnect() {
-    local before n=120
-    boot console-1 write $n -chardev "socket,id=vu0,path=$sock,reconnect=1" $(vu_dev)
+    local before n=120 reconnect=reconnect=1
+    # reconnect (seconds) became reconnect-ms in QEMU 9.2, and went in 10.0
+    [ "$(qemu_version "$qemu" | cut -d. -f1)" -lt 10 ] || reconnect=reconnect-ms=1000
+    boot console-1 write $n -chardev "socket,id=vu0,path=$sock,$reconnect" $(vu_dev)
     if ! guest_until "$boot_timeout" acks_at_least console-1 30; then
         why="the guest did not get 30 writes acknowledged"; return
     fi
