@@ -21,6 +21,7 @@
 #include <cmocka.h>
 
 #include <errno.h>
+#include <fcntl.h>
 #include <liburing.h>
 #include <poll.h>
 #include <pthread.h>
@@ -28,10 +29,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <fcntl.h>
 #include <sys/statfs.h>
-#include <sys/timerfd.h>
 #include <sys/syscall.h>
+#include <sys/timerfd.h>
 #include <unistd.h>
 
 #include "aioloop/aioloop.h"
@@ -807,10 +807,11 @@ static void *write_once_asleep(void *arg)
 }
 
 /*
- * The same host, asleep in poll(2) when the request completes: a bound
- * ring (DEFER_TASKRUN) queues the completion as work for its owner and
- * wakes no poller of the ring fd, so the host slept on until its timeout.
- * The fd the host gets is woken by the ring instead.
+ * The same host, asleep in poll(2) when a poll-driven request (a pipe
+ * read) completes: the fd the host gets wakes it, round after round, and
+ * reads empty once nothing is pending.  (The kernel wakes a bound ring's
+ * owner for this kind of completion even outside io_uring_enter; for
+ * direct reads it does not: the next test.)
  */
 static void test_get_fd_host_asleep_when_a_request_completes(void **state)
 {
