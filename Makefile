@@ -16,7 +16,7 @@ FUZZ_SECONDS ?= 120
 VHOST_FUZZ_SECONDS ?= 60
 FUZZ_CORPORA := tests/fuzz/corpus/seed tests/fuzz/corpus/regress
 VHOST_FUZZ_CORPORA := integrations/vhost/fuzz/corpus/seed
-QEMU_WORK   ?= build-qemu
+QEMU_WORK   ?= build-qemu10
 QEMU_FDMONS := epoll io_uring poll
 MESON_TEST  := meson test --print-errorlogs --num-processes 2
 
@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-stock qemu10 qemu10-all check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 check-vhost-guest10 check-vhost-lifecycle10 bench-notifiers10 bench-qemu-img10 qemu10-stock check-qemu10-stock check-qemu check-qemu-disabled check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-tests qemu-stock check-qemu check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -75,12 +75,14 @@ bench-deps: deps
 # The whole suite: gcc (every fd monitor, unit and stress), ASan+UBSan, clang,
 # TSan (unit and stress), a time-boxed libFuzzer run of the nested-poll
 # fuzzer, the mutation checks (each test there fails on the break it is
-# for), QEMU 7.2's own unit tests on the fork, once per libaioloop
-# fd monitor, and a real Linux guest doing O_DIRECT I/O on the fork; the
+# for), the QEMU 10.2 fork: QEMU's unit suite once per libaioloop fd
+# monitor and without libaioloop, its notifier batching, its qtests and
+# qemu-iotests, a real Linux guest doing O_DIRECT I/O on it, and
+# aioloop-vhost-blk serving its guests; the
 # unit, Python and asyncio suites again on Debian 13 and sid, and the
 # packages on bookworm and Debian 13.  (Every build also replays the fuzz
 # corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-qemu-disabled check-qemu10 check-notifiers10 check-qtest10 check-qemu-iotests10 check-guest10 check-vhost-guest10 check-vhost-lifecycle10 check-qemu-iotests check-guest check-notifiers check-qtest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-notifiers check-qtest check-qemu-iotests check-guest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -383,10 +385,17 @@ bench-vhost-guest: bench-build
 	  $(if $(findstring --quick,$(BENCH_ARGS)),--rounds 1 --runtime 4) \
 	  --json $(BUILD_BENCH)/bench-results/vhost-guest.json $(QEMU_WORK)
 
-# The QEMU fork (integrations/qemu): Debian's qemu 7.2 source plus our
-# patch series, linked with libaioloop from this tree: the unit tests and
-# qemu-system-x86_64.  The scripts install their own build dependencies.
-qemu: all
+# The QEMU fork (integrations/qemu): Debian sid's qemu 1:10.2.2+ds-1 source
+# plus our patch series (integrations/qemu/patches), linked with libaioloop
+# from this tree.  The scripts install their own build dependencies and
+# fetch the source and meson (bookworm-backports) through a private apt
+# configuration.  The 7.2 series lives on at the git tag qemu-7.2-series.
+# qemu-tests builds what the unit suite needs; qemu adds qemu-system-x86_64,
+# the tools and the qtests.
+qemu-tests:
+	integrations/qemu/build.sh --fork $(QEMU_WORK)
+
+qemu:
 	integrations/qemu/build.sh --fork --all $(QEMU_WORK)
 
 qemu-stock:
@@ -397,30 +406,34 @@ qemu-stock:
 check-qemu-series: all
 	integrations/qemu/build.sh --fork --all --check-series $(QEMU_WORK)
 
-# The series configured with --disable-aioloop: QEMU's own aio-posix.c,
-# fdmon-*.c and sorted timer lists, built without libaioloop; its unit
-# tests pass as stock 7.2's do.
-check-qemu-disabled: qemu
+# QEMU's unit suite on every libaioloop fd monitor, and with the series
+# configured --disable-aioloop (QEMU's own aio-posix.c, fdmon-*.c and
+# sorted timer lists, built without libaioloop).
+check-qemu: qemu-tests
+	@for b in $(QEMU_FDMONS); do \
+	  echo "== QEMU fork unit tests, AIOLOOP_FDMON=$$b"; \
+	  AIOLOOP_FDMON=$$b LOGBASE=unit-fork-$$b \
+	    integrations/qemu/run-tests.sh $(QEMU_WORK) fork || exit 1; \
+	done
 	integrations/qemu/build.sh --fork-disabled $(QEMU_WORK)
 	integrations/qemu/run-tests.sh $(QEMU_WORK) fork-disabled
 
-check-qemu: qemu
-	@for b in $(QEMU_FDMONS); do \
-	  echo "== QEMU fork unit tests, AIOLOOP_FDMON=$$b"; \
-	  AIOLOOP_FDMON=$$b integrations/qemu/run-tests.sh $(QEMU_WORK) fork || exit 1; \
-	done
+check-qemu-stock: qemu-stock
+	integrations/qemu/run-tests.sh $(QEMU_WORK) stock
 
 # A Debian cloud kernel and a busybox initramfs on the fork's
 # qemu-system-x86_64 (TCG): virtio-blk on an iothread (aio=threads, native,
-# io_uring) and on the main loop, default busy polling, once per fd monitor;
-# the guest writes a pattern with O_DIRECT, the host checks the image.
+# io_uring) and on the main loop, default busy polling, injected I/O
+# errors, once per fd monitor (aio=io_uring only on io_uring, where 10.2
+# offers it); the guest writes a pattern with O_DIRECT, the host checks
+# the image.
 check-guest: qemu
 	integrations/qemu/guest-test.sh $(QEMU_WORK)
 
 # The fork's KVM notifier batching on real /dev/kvm (qtest, -accel kvm:
-# route commits per device start, coalesced MSI updates, cancellation);
-# where /dev/kvm is missing or unusable the script exits 77: a SKIP line,
-# and make check goes on.
+# route commits per device start, coalesced MSI updates, cancellation,
+# machine start); where /dev/kvm is missing or unusable the script exits
+# 77: a SKIP line, and make check goes on.
 # $(call notifier_test,WORKDIR,TARGET): notifiers.sh test on WORKDIR's fork.
 define notifier_test
 	@rc=0; integrations/qemu/notifiers.sh test $(1) || rc=$$?; \
@@ -434,73 +447,62 @@ endef
 check-notifiers: qemu
 	$(call notifier_test,$(QEMU_WORK),check-notifiers)
 
-# A Linux guest on Debian's QEMU 7.2 and on the fork (TCG), its disk a
-# vhost-user-blk-pci served by aioloop-vhost-blk, 1, 2 and 4 queues.
+# A Linux guest whose disk aioloop-vhost-blk serves (vhost-user-blk-pci,
+# 1, 2 and 4 queues), and the daemon outliving its frontends (QEMU
+# SIGKILLed mid-I/O and a new one reading back what was acknowledged, the
+# daemon restarted under QEMU's reconnect, the disk unplugged and plugged
+# again over QMP); the frontends are Debian's QEMU 7.2 (bookworm's own)
+# and the fork.
+VHOST_DAEMON := $(BUILD)/integrations/vhost/aioloop-vhost-blk
 check-vhost-guest: all qemu
-	integrations/vhost/guest-test.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU_WORK)
+	integrations/vhost/guest-test.sh --daemon $(VHOST_DAEMON) $(QEMU_WORK)
 
-# The daemon outliving its frontends, on Debian's QEMU 7.2 and the fork:
-# QEMU SIGKILLed mid-I/O and a new one reading back what was
-# acknowledged, the daemon restarted under QEMU's reconnect=1, and the
-# disk unplugged and plugged again over QMP.
 check-vhost-lifecycle: all qemu
-	integrations/vhost/lifecycle-test.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU_WORK)
+	integrations/vhost/lifecycle-test.sh --daemon $(VHOST_DAEMON) $(QEMU_WORK)
 
 # QEMU's own qtests for the devices the series changes (virtio-blk-pci with
 # the series' multiqueue tests, one under -accel kvm -S, vhost-user-blk-pci
-# against qemu-storage-daemon, vhost-user-net), on the fork; then the
-# vhost-user-blk-pci tests again with aioloop-vhost-blk as the storage
-# daemon.
+# against 10.2.2's own qemu-storage-daemon, vhost-user-net), on the fork;
+# then the vhost-user-blk-pci tests again with aioloop-vhost-blk as the
+# storage daemon.
 check-qtest: all qemu
-	integrations/qemu/qtest.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU_WORK)
+	integrations/qemu/qtest.sh --daemon $(VHOST_DAEMON) $(QEMU_WORK)
 
-# Device start and stop cost, stock QEMU 7.2 against the fork, on real
+# qemu-iotests on the fork: quick group, raw, aio=io_uring, native
+# (cache=none) and threads on the io_uring fd monitor, threads on epoll.
+check-qemu-iotests: qemu
+	integrations/qemu/iotests.sh $(QEMU_WORK)
+
+# Device start and stop cost, stock QEMU 10.2.2 against the fork, on real
 # KVM (qtest, -accel kvm -S): DRIVER_OK time and KVM ioctl counts.
 bench-notifiers: all
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/notifiers.sh bench $(QEMU_WORK) $(if $(findstring --quick,$(BENCH_ARGS)),--quick)
 
-# The same on QEMU 10.2.2: stock against the 10.2 series.
-bench-notifiers10: all
-	integrations/qemu/build.sh --qemu 10.2 --both --all $(QEMU10_WORK)
-	integrations/qemu/notifiers.sh bench $(QEMU10_WORK) $(if $(findstring --quick,$(BENCH_ARGS)),--quick)
-
-# QEMU's qemu-iotests (quick group, raw, aio=io_uring) on the fork, on the
-# io_uring fd monitor (requests on the AioContext's ring) and on epoll.
-check-qemu-iotests: qemu
-	integrations/qemu/iotests.sh $(QEMU_WORK)
-
 # qemu-img bench, aio=io_uring, O_DIRECT, 4 KiB reads and writes at depths
-# 1, 8 and 32: stock 7.2, the fork on libaioloop's epoll and on its io_uring
-# (requests on the AioContext's ring), interleaved, on a file on a real
-# filesystem and (as root) a loop device; io_uring_enter calls per request.
-# IMG_BENCH_ARGS go to img_bench.py (--rounds, --dir, --json...).
+# 1, 8 and 32: stock 10.2.2 (upstream's io_uring AioContext) against the
+# fork on libaioloop's io_uring monitor, interleaved, on a file on a real
+# filesystem and (as root) a loop device over /dev/shm; io_uring_enter
+# calls per request.  IMG_BENCH_ARGS go to img_bench.py (--rounds, --dir,
+# --json...).
 bench-qemu-img: bench-deps
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	/usr/bin/python3 integrations/qemu/bench/img_bench.py \
 	  --stock $(QEMU_WORK)/stock-build/qemu-img --fork $(QEMU_WORK)/fork-build/qemu-img \
 	  $(if $(filter 0,$(shell id -u)),--loop) $(IMG_BENCH_ARGS)
 
-# The same on QEMU 10.2.2: stock (upstream's io_uring AioContext) against
-# the 10.2 series on libaioloop's io_uring monitor.
-bench-qemu-img10: bench-deps
-	integrations/qemu/build.sh --qemu 10.2 --both --all $(QEMU10_WORK)
-	/usr/bin/python3 integrations/qemu/bench/img_bench.py \
-	  --stock $(QEMU10_WORK)/stock-build/qemu-img --fork $(QEMU10_WORK)/fork-build/qemu-img \
-	  $(if $(filter 0,$(shell id -u)),--loop) $(IMG_BENCH_ARGS)
-
 # fio in a TCG guest on an iothread (aio=io_uring, O_DIRECT, 4 KiB random
-# reads at iodepth 1, 8 and 32) on stock 7.2, the fork on epoll and the fork
-# on io_uring, interleaved, on a 2 GiB image on a real filesystem with the
-# page cache dropped (root); io_uring_enter calls per request.
-# GUEST_FIO_ARGS go to guest-fio.sh (--rounds, --runtime, --depths...).
+# reads at iodepth 1, 8 and 32) on stock 10.2.2 and the fork, interleaved,
+# on a 2 GiB image on a real filesystem with the page cache dropped (root);
+# io_uring_enter calls per request.  GUEST_FIO_ARGS go to guest-fio.sh
+# (--rounds, --runtime, --depths...).
 bench-qemu-guest: bench-deps
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/bench/guest-fio.sh $(GUEST_FIO_ARGS) $(QEMU_WORK)
 
 # Scale: one busy virtio-blk disk beside 1, 32 and 100 idle ones
-# on an iothread and on the main loop, stock 7.2 against the fork, in a TCG
-# guest (integrations/qemu/bench/guest-scale.sh; the plot goes to docs/).
+# on an iothread and on the main loop, stock 10.2.2 against the fork, in a
+# TCG guest (integrations/qemu/bench/guest-scale.sh; the plot goes to docs/).
 bench-qemu-scale: bench-deps
 	integrations/qemu/build.sh --both --all $(QEMU_WORK)
 	integrations/qemu/bench/guest-scale.sh --plot docs/bench/qemu-scale.png \
@@ -510,66 +512,6 @@ bench-qemu-scale: bench-deps
 # host notifiers one transaction each against one (exits 77 without KVM).
 bench-vmm: bench-build
 	@$(BUILD_BENCH)/integrations/vmm/bench-vmm 7 || { rc=$$?; [ $$rc = 77 ] || exit $$rc; }
-
-check-qemu-stock: qemu-stock
-	integrations/qemu/run-tests.sh $(QEMU_WORK) stock
-
-# QEMU 10.2.2 (Debian sid's source) with the 10.2 series
-# (integrations/qemu/patches-10.2): its unit suite on every fd monitor, and
-# with the series configured without libaioloop (aio-posix.c); and stock.
-QEMU10_WORK ?= build-qemu10
-qemu10:
-	integrations/qemu/build.sh --qemu 10.2 --fork $(QEMU10_WORK)
-
-check-qemu10: qemu10
-	@for b in $(QEMU_FDMONS); do \
-	  echo "== QEMU 10.2 fork unit tests, AIOLOOP_FDMON=$$b"; \
-	  AIOLOOP_FDMON=$$b LOGBASE=unit-fork-$$b \
-	    integrations/qemu/run-tests.sh $(QEMU10_WORK) fork || exit 1; \
-	done
-	integrations/qemu/build.sh --qemu 10.2 --fork-disabled $(QEMU10_WORK)
-	integrations/qemu/run-tests.sh $(QEMU10_WORK) fork-disabled
-
-# The 10.2 fork's qemu-system-x86_64 and tools as well, and its notifier
-# batching on /dev/kvm (as check-notifiers; SKIP without a usable one).
-qemu10-all:
-	integrations/qemu/build.sh --qemu 10.2 --fork --all $(QEMU10_WORK)
-
-check-notifiers10: qemu10-all
-	$(call notifier_test,$(QEMU10_WORK),check-notifiers10)
-
-# qemu-iotests on the 10.2 fork: quick group, raw, aio=io_uring, native
-# (cache=none) and threads on the io_uring fd monitor, threads on epoll.
-check-qemu-iotests10: qemu10-all
-	integrations/qemu/iotests.sh $(QEMU10_WORK)
-
-# The guest matrix on the 10.2 fork (as check-guest; aio=io_uring only on
-# the io_uring fd monitor, where 10.2 offers it).
-check-guest10: qemu10-all
-	integrations/qemu/guest-test.sh $(QEMU10_WORK)
-
-# QEMU's qtests of the changed devices on the 10.2 fork, as check-qtest
-# (vhost-user-blk-pci against 10.2.2's own qemu-storage-daemon).
-check-qtest10: all qemu10-all
-	integrations/qemu/qtest.sh --daemon $(BUILD)/integrations/vhost/aioloop-vhost-blk $(QEMU10_WORK)
-
-# A Linux guest whose disk aioloop-vhost-blk serves, and the daemon
-# outliving its frontends, with the 10.2 fork as the frontend (as
-# check-vhost-guest and check-vhost-lifecycle, which also run Debian's 7.2).
-VHOST_DAEMON := $(BUILD)/integrations/vhost/aioloop-vhost-blk
-check-vhost-guest10: all qemu10-all
-	integrations/vhost/guest-test.sh --daemon $(VHOST_DAEMON) \
-	  --qemu $(QEMU10_WORK)/fork-build/qemu-system-x86_64 $(QEMU10_WORK)
-
-check-vhost-lifecycle10: all qemu10-all
-	integrations/vhost/lifecycle-test.sh --daemon $(VHOST_DAEMON) \
-	  --qemu $(QEMU10_WORK)/fork-build/qemu-system-x86_64 $(QEMU10_WORK)
-
-qemu10-stock:
-	integrations/qemu/build.sh --qemu 10.2 --stock $(QEMU10_WORK)
-
-check-qemu10-stock: qemu10-stock
-	integrations/qemu/run-tests.sh $(QEMU10_WORK) stock
 
 clean-qemu:
 	rm -rf $(QEMU_WORK)

@@ -414,7 +414,7 @@ static int polls_until_read(ph *h)
 
 /*
  * With busy polling on and every handler polled, a poll that does not
- * block makes no look (as QEMU 7.2): the window's round of poll callbacks,
+ * block makes no look (as QEMU's aio-posix.c): the window's round of poll callbacks,
  * when it is open, or the next blocking poll stands for it.  A readable fd
  * whose poll callback reports nothing waits, though no more polls in a row
  * than busy polling may skip waits.  With polling off, or with one handler

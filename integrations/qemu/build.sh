@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# build.sh [--qemu 7.2|10.2] [--stock|--fork|--fork-disabled|--both]
+# build.sh [--stock|--fork|--fork-disabled|--both]
 #          [--tests-only|--all] [--check-series] [WORKDIR]
 #
-# Builds Debian's QEMU source from one unpacked tree: 7.2 (bookworm's, the
-# default; its series in patches/) or, with --qemu 10.2, 10.2.2 (sid's
-# qemu 1:10.2.2+ds-1, in WORKDIR default <repo>/build-qemu10; its series
-# in patches-10.2/), whose meson (>= 1.5) comes from bookworm-backports
-# into WORKDIR/tools (fetch-tool.sh):
+# Builds Debian's QEMU 10.2.2 source (sid's qemu 1:10.2.2+ds-1, fetched
+# through a private apt configuration by fetch-source.sh) from one unpacked
+# tree; its meson (>= 1.5) comes from bookworm-backports into
+# WORKDIR/tools (fetch-tool.sh).  The series is patches/.  (The 7.2
+# series and this script's 7.2 support are at the git tag
+# qemu-7.2-series.)
 #   --stock  WORKDIR/stock-src -> WORKDIR/stock-build   (no series)
 #   --fork   WORKDIR/fork-src  -> WORKDIR/fork-build    (the series applied,
 #            linked against libaioloop from this tree)
@@ -24,7 +25,7 @@
 #                 Debian base plus patches 1..k) and build the same
 #                 targets there: every patch must build on its own.
 #                 The tree is left at the whole series.
-# WORKDIR defaults to <repo>/build-qemu (git-ignored by /build-*/).
+# WORKDIR defaults to <repo>/build-qemu10 (git-ignored by /build-*/).
 #
 # Steps: install missing Debian build dependencies (as root), fetch and
 # unpack the source (fetch-source.sh), copy it per variant; for the fork,
@@ -44,15 +45,8 @@ variants=()
 what=tests
 check_series=false
 work=
-qemu=7.2
-next_is_qemu=false
 for arg in "$@"; do
-    if $next_is_qemu; then
-        qemu=$arg next_is_qemu=false
-        continue
-    fi
     case $arg in
-        --qemu) next_is_qemu=true ;;
         --stock) variants+=(stock) ;;
         --fork) variants+=(fork) ;;
         --fork-disabled) variants+=(fork-disabled) ;;
@@ -66,58 +60,46 @@ for arg in "$@"; do
            work=$arg ;;
     esac
 done
-case $qemu in
-    7.2) default_work=$repo/build-qemu patches_dir=$here/patches ;;
-    10.2) default_work=$repo/build-qemu10 patches_dir=$here/patches-10.2 ;;
-    *) echo "build.sh: --qemu 7.2 or 10.2, not $qemu" >&2; exit 2 ;;
-esac
+patches_dir=$here/patches
 [ ${#variants[@]} -gt 0 ] || variants=(stock fork)
 if $check_series && [[ " ${variants[*]} " != *" fork "* ]]; then
     variants+=(fork)
 fi
-work=$(realpath -m "${work:-$default_work}")
+work=$(realpath -m "${work:-$repo/build-qemu10}")
 jobs=${JOBS:-$(nproc)}
 nice_cmd=(nice -n "${NICE:-10}")
 
 # ---------------------------------------------------------------------------
 # 1. Debian build dependencies of this configuration (and of fetch-source.sh).
-# QEMU 7.2's +dfsg tarball has no bundled meson nor dtc, so both come from
-# Debian; x86_64-softmmu needs libfdt (TARGET_NEED_FDT), aio=native (which
-# guest-test.sh runs) needs libaio.  7.2 needs no python
-# venv.  flex/bison are only for the bundled dtc, which is not used.
-# The last line is optional for the build but pins the unit-test set: with
-# gnutls+tasn1 the TLS/crypto tests are built.  socat is deliberately left
-# out: without it test-io-channel-command skips itself; with it, 7.2's test
-# races socat's mkfifo (a 1 ms sleep) and hangs to its timeout on a loaded
-# machine (fixed upstream after 7.2).
-QEMU_DEB_PKGS="gcc make git pkg-config python3 meson ninja-build dpkg-dev \
-debian-archive-keyring libglib2.0-dev libpixman-1-dev zlib1g-dev libfdt-dev \
-liburing-dev libaio-dev \
+# QEMU's +ds tarball bundles neither meson (fetch-tool.sh brings a new
+# enough one) nor dtc, which comes from Debian: x86_64-softmmu needs libfdt
+# (TARGET_NEED_FDT); aio=native (which guest-test.sh runs) needs libaio;
+# configure makes a Python venv (python3-venv).  The meson from Debian
+# builds this tree's libaioloop.  The last line is optional for the build
+# but pins the unit-test set: with gnutls+tasn1 the TLS/crypto tests are
+# built.  socat is left out: without it test-io-channel-command skips
+# itself.
+QEMU_DEB_PKGS="gcc make git pkg-config python3 python3-venv meson ninja-build \
+dpkg-dev debian-archive-keyring libglib2.0-dev libpixman-1-dev zlib1g-dev \
+libfdt-dev liburing-dev libaio-dev \
 libgnutls28-dev libtasn1-6-dev"
 
 t_start=$(date +%s)
 stamp() { echo "build.sh: [$(( $(date +%s) - t_start ))s] $*"; }
 
 . "$here/pkgs.sh"
-# 10.2 makes a Python venv at configure (python3-venv), and its bundled
-# dtc is not used either.
-[ "$qemu" = 7.2 ] || QEMU_DEB_PKGS="$QEMU_DEB_PKGS python3-venv"
 # shellcheck disable=SC2086  # one word per package
 pkgs_install build.sh $QEMU_DEB_PKGS
 
 # ---------------------------------------------------------------------------
-# 2. Source, and for 10.2 its meson.
+# 2. Source, and its meson.
 t0=$(date +%s)
-if [ "$qemu" = 7.2 ]; then
-    "$here/fetch-source.sh" "$work"
-else
-    "$here/fetch-source.sh" "$work" "qemu=1:10.2.2+ds-1" sid
-    mapfile -t tool_dirs < <("$here/fetch-tool.sh" "$work" meson bookworm-backports)
-    # (configure makes a venv again each time: it finds this meson there
-    # through PYTHONPATH, and ninja's regeneration through PATH)
-    export PATH="${tool_dirs[0]}:$PATH"
-    export PYTHONPATH="${tool_dirs[1]}${PYTHONPATH:+:$PYTHONPATH}"
-fi
+"$here/fetch-source.sh" "$work" "qemu=1:10.2.2+ds-1" sid
+mapfile -t tool_dirs < <("$here/fetch-tool.sh" "$work" meson bookworm-backports)
+# (configure makes a venv again each time: it finds this meson there
+# through PYTHONPATH, and ninja's regeneration through PATH)
+export PATH="${tool_dirs[0]}:$PATH"
+export PYTHONPATH="${tool_dirs[1]}${PYTHONPATH:+:$PYTHONPATH}"
 stamp "fetch: $(( $(date +%s) - t0 ))s"
 
 configure_flags=(
@@ -126,9 +108,9 @@ configure_flags=(
     --disable-install-blobs
     --disable-gtk --disable-sdl --disable-vnc --disable-spice --disable-opengl
     --disable-curses --disable-slirp --disable-capstone
+    # as debian/rules configures it: Debian's python, nothing downloaded
+    --python=/usr/bin/python3 --disable-download
 )
-# 10.2 as debian/rules configures it: Debian's python, nothing downloaded
-[ "$qemu" = 7.2 ] || configure_flags+=(--python=/usr/bin/python3 --disable-download)
 
 # The series: patch file names in order, '#' comments and blank lines skipped.
 series_patches() {

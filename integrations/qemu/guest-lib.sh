@@ -6,7 +6,7 @@
 # brings pkgs.sh (pkgs_install).
 #
 # Scaffolding: guest_repo (the repository's root), guest_arg and
-# guest_usage (the options every script takes: -h, WORKDIR), guest_workdir (WORKDIR, default <repo>/build-qemu), guest_spawn and
+# guest_usage (the options every script takes: -h, WORKDIR), guest_workdir (WORKDIR, default <repo>/build-qemu10), guest_spawn and
 # guest_wait (a process under `timeout`, killed by its saved PID),
 # guest_until (wait for a condition), guest_case_start / guest_case_end
 # (a case's directory, disk image, time and PASS/FAIL line), guest_tally
@@ -55,9 +55,9 @@ guest_arg() {
 }
 
 # guest_workdir [DIR]: the absolute path of the work directory DIR,
-# default <repo>/build-qemu (where build.sh puts the QEMU builds).
+# default <repo>/build-qemu10 (where build.sh puts the QEMU builds).
 guest_workdir() {
-    realpath -m "${1:-$guest_repo/build-qemu}"
+    realpath -m "${1:-$guest_repo/build-qemu10}"
 }
 
 # The kernel package the cloud metapackage points at today.

@@ -7,26 +7,19 @@
 # fork, the default; or stock) once per run in $IOTESTS_RUNS, each run
 # FDMON:AIO (the libaioloop fd monitor, AIOLOOP_FDMON, and the -i mode;
 # aio=native runs with -c none, the O_DIRECT it needs).
-# Defaults, by the QEMU version of the build:
-#   7.2:  io_uring:io_uring epoll:io_uring.  On io_uring the requests go
-#         on the AioContext's own ring, on epoll on block/io_uring.c's own
-#         ring (7.2's path, where test 101 hung before patch 20).
-#   10.2: io_uring:io_uring io_uring:native io_uring:threads
-#         epoll:threads.  aio=io_uring needs an AioContext with a ring
-#         (aio_add_sqe()), so on epoll it is not offered, as upstream.
+# Default runs: io_uring:io_uring io_uring:native io_uring:threads
+# epoll:threads.  aio=io_uring needs an AioContext with a ring
+# (aio_add_sqe()), so on epoll it is not offered, as upstream.
 # Prints one line per run and a closing "iotests: N passed, N failed"
-# line; exits non-zero when a test failed that is not in the version's
-# known list: tests that fail the same way on stock QEMU built from the
-# same source (7.2: 307, blockdev-nbd.c's assertion `qemu_in_main_thread()
-# && nbd_server' when an NBD client of an iothread's export goes away,
-# fixed upstream after 7.2; 10.2 with aio=native: 045, whose fd sets
-# hold no O_DIRECT descriptor for cache=none).  WORKDIR defaults to
-# <repo>/build-qemu.
+# line; exits non-zero when a test failed that is not in the known list:
+# tests that fail the same way on stock QEMU built from the same source
+# (with aio=native: 045, whose fd sets hold no O_DIRECT descriptor for
+# cache=none).  WORKDIR defaults to <repo>/build-qemu10.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../.." && pwd)
-work=$(realpath -m "${1:-$repo/build-qemu}")
+work=$(realpath -m "${1:-$repo/build-qemu10}")
 variant=${2:-fork}
 build=$work/$variant-build
 
@@ -35,11 +28,8 @@ build=$work/$variant-build
 . "$here/pkgs.sh"
 version=$(qemu_version "$build/qemu-img")
 # KNOWN_STOCK: AIO:TEST (or *:TEST for every mode)
-case $version in
-    7.2) KNOWN_STOCK="*:307" default_runs="io_uring:io_uring epoll:io_uring" ;;
-    *) KNOWN_STOCK="native:045"
-       default_runs="io_uring:io_uring io_uring:native io_uring:threads epoll:threads" ;;
-esac
+KNOWN_STOCK="native:045"
+default_runs="io_uring:io_uring io_uring:native io_uring:threads epoll:threads"
 read -r -a runs <<< "${IOTESTS_RUNS:-$default_runs}"
 # (the firmware qemu-system-x86_64 loads even under qtest)
 firmware_link iotests.sh "$build"

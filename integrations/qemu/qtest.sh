@@ -25,7 +25,7 @@ if [ "${1:-}" = --daemon ]; then
     shift 2
     [ -x "$daemon" ] || { echo "qtest.sh: $daemon is not executable" >&2; exit 1; }
 fi
-work=$(realpath -m "${1:-$here/../../build-qemu}")
+work=$(realpath -m "${1:-$here/../../build-qemu10}")
 bld=$work/fork-build
 
 . "$here/pkgs.sh"

@@ -4,7 +4,7 @@
 #
 # Runs QEMU's unit tests (`meson test --suite unit`, what `make check-unit`
 # runs) in WORKDIR/<variant>-build, as built by build.sh (it does not
-# rebuild: --no-rebuild).  WORKDIR defaults to <repo>/build-qemu, the
+# rebuild: --no-rebuild).  WORKDIR defaults to <repo>/build-qemu10, the
 # variant to fork.  Ends with one summary line:
 #     qemu-<variant>: N passed, N failed, N skipped
 # and exits non-zero if any test failed or timed out.

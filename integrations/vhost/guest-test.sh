@@ -19,7 +19,7 @@
 # the smallest and the largest N, the daemon's fd monitor rotating
 # through epoll, io_uring and poll.  The daemon's exit line must count a
 # packed start for every queue with packed=on, and none without.  Every process runs under `timeout` and is killed by its PID
-# whatever happens.  WORKDIR defaults to <repo>/build-qemu (the guest parts
+# whatever happens.  WORKDIR defaults to <repo>/build-qemu10 (the guest parts
 # are shared with integrations/qemu/guest-test.sh).
 #
 # Prints one line per case and "vhost-guest: N passed, N failed"; exits

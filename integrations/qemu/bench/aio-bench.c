@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: GPL-2.0-or-later */
 /*
- * aio-bench: AioContext micro-benchmarks for QEMU 7.2 and 10.2, stock and
- * the libaioloop fork.
+ * aio-bench: AioContext micro-benchmarks for QEMU 10.2, stock and the
+ * libaioloop fork.
  *
  * Built against a configured QEMU build tree with the compile and link
  * flags of that tree's tests/unit/test-aio (see run.sh), so the same
@@ -70,12 +70,10 @@
  *   re-arms an armed timer: on a sorted list, a walk to unlink it and a
  *   walk to insert it.
  * - AIO_BENCH_NO_IO_URING=1 refuses io_uring_setup(2) (ENOSYS, through a
- *   seccomp filter installed before any AioContext exists).  Stock 7.2 then
+ *   seccomp filter installed before any AioContext exists).  Stock then
  *   falls back from fdmon-io_uring to fdmon-poll/fdmon-epoll, as a QEMU
- *   built without io_uring would.  Stock's fdmon-io_uring leaves user_data
- *   unset on its poll-remove and timeout SQEs, so removing handlers can
- *   make it dispatch a stale pointer and crash; this gives a stock
- *   baseline for the plain add+remove case.  Not meant for the fork.
+ *   built without io_uring would: a stock baseline on epoll.  Not meant
+ *   for the fork.
  *
  * Copyright (c) 2026 libaioloop authors.  Licensed under the GNU GPL,
  * version 2 or later.
@@ -88,17 +86,6 @@
 #include "qemu/event_notifier.h"
 #include "qemu/thread.h"
 #include "block/aio.h"
-
-/*
- * QEMU 8.1 dropped aio_set_fd_handler()'s is_external argument
- * (QEMU_VERSION_MAJOR: config-host.h; a tree without it is older).
- */
-#if defined(QEMU_VERSION_MAJOR) && \
-    (QEMU_VERSION_MAJOR > 8 || (QEMU_VERSION_MAJOR == 8 && QEMU_VERSION_MINOR >= 1))
-#define EXTERNAL_ARG
-#else
-#define EXTERNAL_ARG false,
-#endif
 
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -233,8 +220,7 @@ static void register_notifiers(size_t n)
                     i, strerror(-ret));
             exit(1);
         }
-        aio_set_event_notifier(ctx, &notifiers[i], EXTERNAL_ARG
-                               notifier_read, NULL, NULL);
+        aio_set_event_notifier(ctx, &notifiers[i], notifier_read, NULL, NULL);
     }
     n_notifiers = n;
     loop_drain();
@@ -281,14 +267,13 @@ static uint64_t addrm_loop(uint64_t iters, bool modify)
         uint64_t t0 = now_ns();
 
         for (uint64_t i = 0; i < batch; i++) {
-            aio_set_fd_handler(ctx, fd, EXTERNAL_ARG extra_read, NULL, NULL,
+            aio_set_fd_handler(ctx, fd, extra_read, NULL, NULL,
                                NULL, &extra);
             if (modify) {
-                aio_set_fd_handler(ctx, fd, EXTERNAL_ARG extra_read,
+                aio_set_fd_handler(ctx, fd, extra_read,
                                    extra_write, NULL, NULL, &extra);
             }
-            aio_set_fd_handler(ctx, fd, EXTERNAL_ARG NULL, NULL, NULL, NULL,
-                               NULL);
+            aio_set_fd_handler(ctx, fd, NULL, NULL, NULL, NULL, NULL);
         }
         elapsed += now_ns() - t0;
         iters -= batch;

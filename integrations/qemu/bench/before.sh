@@ -21,7 +21,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 repo=$(cd "$here/../../.." && pwd)
 [ $# -ge 1 ] || { sed -n '3,17{s/^# \{0,1\}//;p}' "$0" >&2; exit 2; }
 rev=$(git -C "$repo" rev-parse --verify "$1^{commit}")
-work=$(realpath -m "${2:-$repo/build-qemu}")
+work=$(realpath -m "${2:-$repo/build-qemu10}")
 fork_src=$work/fork-src fork_build=$work/fork-build
 src=$work/before-src tree=$work/before-fork
 lib_build=$work/before-aioloop-build prefix=$work/before-aioloop-prefix

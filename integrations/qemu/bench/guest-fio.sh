@@ -5,11 +5,11 @@
 #
 # fio inside a TCG guest (4 KiB random reads, libaio, O_DIRECT, at each
 # iodepth of --depths) on a virtio-blk-pci disk on an iothread, with
-# aio=io_uring,cache.direct=on, on three QEMUs: stock 7.2
-# (WORKDIR/stock-build), the fork on the epoll fd monitor and the fork on
-# io_uring (WORKDIR/fork-build, AIOLOOP_FDMON).  On the fork's io_uring
-# monitor the requests go on the iothread's own ring; on the other two,
-# on block/io_uring.c's ring of its own.  The disk is a 2 GiB image of
+# aio=io_uring,cache.direct=on, on two QEMUs: stock 10.2
+# (WORKDIR/stock-build, upstream's io_uring AioContext) and the fork on
+# libaioloop's io_uring fd monitor (WORKDIR/fork-build).  On both,
+# block/io_uring.c submits with aio_add_sqe() on the iothread's own ring
+# (neither offers aio=io_uring on a context without one).  The disk is a 2 GiB image of
 # random bytes on a real filesystem (--disk-dir, default /var/tmp), the
 # page cache dropped before every boot (root).  Interleaved, R rounds
 # (default 3, every other one in reverse order), medians.  With each:
@@ -41,8 +41,7 @@ work=$(guest_workdir "$guest_work")
 [ "$(id -u)" = 0 ] ||
     { echo "guest-fio: dropping the page cache needs root" >&2; exit 1; }
 declare -A qemu=([stock]=$work/stock-build/qemu-system-x86_64
-                 [fork-epoll]=$work/fork-build/qemu-system-x86_64
-                 [fork-io_uring]=$work/fork-build/qemu-system-x86_64)
+                 [fork]=$work/fork-build/qemu-system-x86_64)
 for v in "${!qemu[@]}"; do
     [ -x "${qemu[$v]}" ] ||
         { echo "guest-fio: no ${qemu[$v]}; run build.sh --both --all" >&2; exit 1; }
@@ -62,12 +61,11 @@ perf_events+=,syscalls:sys_enter_ppoll,syscalls:sys_enter_poll,raw_syscalls:sys_
 # syscalls per thread with perf stat between the guest's AIOL-FIO-BEGIN
 # and AIOL-FIO-END lines (TAG.perf), and leaves fio's JSON in TAG.json.
 one() {
-    local v=$1 depth=$2 round=$3 tag fdmon=epoll qpid perf_pid= i
+    local v=$1 depth=$2 round=$3 tag qpid perf_pid= i
     tag=$v.$depth.$round
-    [ "$v" = fork-io_uring ] && fdmon=io_uring
     sync
     echo 3 > /proc/sys/vm/drop_caches
-    AIOLOOP_FDMON=$fdmon guest_spawn $((runtime + 150)) "$run/$tag.qemu.log" \
+    AIOLOOP_FDMON=io_uring guest_spawn $((runtime + 150)) "$run/$tag.qemu.log" \
         "${qemu[$v]}" "${guest_qemu_args[@]}" -smp 2 -m 512 \
         -initrd "$initrd" \
         -append "$guest_append fio_runtime=$runtime fio_depth=$depth" \
@@ -102,11 +100,11 @@ one() {
     echo "guest-fio: round $round, depth $depth, $v done" >&2
 }
 
-variants=(stock fork-epoll fork-io_uring)
+variants=(stock fork)
 for ((r = 1; r <= rounds; r++)); do
     for d in $depths; do
         order=("${variants[@]}")
-        (( r % 2 == 0 )) && order=(fork-io_uring fork-epoll stock)
+        (( r % 2 == 0 )) && order=(fork stock)
         for v in "${order[@]}"; do
             one "$v" "$d" "$r"
         done
@@ -155,17 +153,16 @@ for d in depths:
                          "all_syscalls": rate("all", ["sys_enter"])})
         res[d][v] = {k: statistics.median(x[k] for x in runs) for k in runs[0]}
         res[d][v]["runs"] = runs
-print("| iodepth | QEMU | IOPS in the guest | clat p50 (us) | iothread: io_uring_enter | iothread: epoll/poll waits | iothread: syscalls | main thread: syscalls | QEMU: syscalls | / stock | / fork on epoll |")
-print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+print("| iodepth | QEMU | IOPS in the guest | clat p50 (us) | iothread: io_uring_enter | iothread: epoll/poll waits | iothread: syscalls | main thread: syscalls | QEMU: syscalls | / stock |")
+print("|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|")
 for d in depths:
     rows = res[d]
     for v in variants:
         r = rows[v]
-        print("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
+        print("| %d | %s | %.0f | %.0f | %.2f | %.2f | %.2f | %.2f | %.2f | %.2f |" % (
             d, v, r["iops"], r["p50_us"], r["io_enters"], r["io_waits"],
             r["io_syscalls"], r["main_syscalls"], r["all_syscalls"],
-            r["iops"] / rows["stock"]["iops"],
-            r["iops"] / rows["fork-epoll"]["iops"]))
+            r["iops"] / rows["stock"]["iops"]))
 print()
 print("Syscalls are counted per request fio made, over fio's run only.")
 if out:

@@ -9,11 +9,11 @@
 # (4 KiB random reads, iodepth 32, libaio, O_DIRECT) on one virtio-blk-pci
 # disk, with N idle virtio-blk-pci disks beside it (--idle, default 1, 32
 # and 100), every disk on one --object iothread ("iothread") or on QEMU's
-# main loop ("main"), on stock 7.2 (WORKDIR/stock-build) and on the fork
-# on its default fd monitor, epoll (WORKDIR/fork-build).  Each idle disk
-# has its ioeventfds and its image's handlers registered on the same
-# AioContext as the busy one, so its cost is that of the loop's
-# bookkeeping per handler (stock's main loop hands every fd to glib).
+# main loop ("main"), on stock 10.2 (WORKDIR/stock-build, upstream's
+# io_uring AioContext) and on the fork on its default fd monitor, io_uring
+# (WORKDIR/fork-build).  Each idle disk has its ioeventfds and its image's
+# handlers registered on the same AioContext as the busy one, so its cost
+# is that of the loop's bookkeeping per handler.
 #
 # The busy disk is a 1 GiB image of random bytes on a real filesystem
 # (--disk-dir, default /var/tmp), aio=io_uring,cache.direct=on, the page
@@ -103,7 +103,7 @@ one() {
     disk_args "$where" "$n"
     sync
     echo 3 > /proc/sys/vm/drop_caches
-    AIOLOOP_FDMON=epoll guest_spawn $((runtime + 240)) "$run/$tag.qemu.log" \
+    AIOLOOP_FDMON=io_uring guest_spawn $((runtime + 240)) "$run/$tag.qemu.log" \
         "${qemu[$v]}" "${guest_qemu_args[@]}" -smp 2 -m 512 \
         -initrd "$initrd" \
         -append "$guest_append fio_runtime=$runtime" \
@@ -127,8 +127,7 @@ one() {
         sleep 0.05
     done
     # fio's numbers are in once the END line is: a QEMU that then does
-    # not exit after the guest's poweroff (stock 7.2 with 100 disks on
-    # its main loop was seen to) is stopped after 30 s, not after the
+    # not exit after the guest's poweroff is stopped after 30 s, not after the
     # whole timeout, and the round kept, with a note.
     if grep -q AIOL-FIO-END "$run/$tag.console" 2>/dev/null &&
        ! guest_until 30 eval '! kill -0 "$qpid"'; then

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 # SPDX-License-Identifier: MIT
-"""img_bench.py - qemu-img bench with aio=io_uring: stock QEMU against the
-fork on libaioloop's io_uring monitor (and, on 7.2, on its epoll monitor).
+"""img_bench.py - qemu-img bench with aio=io_uring: stock QEMU 10.2 (its
+io_uring AioContext) against the fork on libaioloop's io_uring monitor.
 
     img_bench.py --stock BIN --fork BIN [--dir DIR] [--loop] [--size-mib N]
                  [--rounds R] [--depths 1,8,32] [--count N] [--json OUT]
@@ -14,7 +14,7 @@ O_DIRECT), spread over the whole image (-S, a prime step times 4 KiB, so
 no two requests of a run hit the same block).  With --loop (root), the
 same again on a loop block device over an image in /dev/shm: a device
 whose own latency is small, so that what the process costs per request
-shows.  The three
+shows.  The two
 variants run one after another in each cell, in an order that alternates
 between rounds, and the page cache is dropped before each round (as root;
 O_DIRECT bypasses it, the image's metadata does not).  Reported: median
@@ -23,16 +23,10 @@ io_uring_enter calls per request, counted with strace -f -c in two more
 runs of each cell, of N/4 and N/2 requests, so that start-up's calls
 cancel out (strace slows the runs; they are not timed).
 
-Targets (printed met/unmet), by the QEMU version of the binaries:
-  7.2:  the fork on io_uring at least 1.15x stock at depth 1 and at or
-        above stock and the fork on epoll at every depth; at most one
-        io_uring_enter per request at depth 1 and fewer than one at the
-        deepest depth.  (7.2's block/io_uring.c has a ring of its own, so
-        the fork runs it on epoll too.)
-  10.2: the fork at or above stock at every depth, with no more
-        io_uring_enter calls per request.  (10.2's requests go on the
-        AioContext's ring, aio_add_sqe(), which only an io_uring monitor
-        has: there is no epoll variant.)
+Targets (printed met/unmet): the fork at or above stock at every depth,
+with no more io_uring_enter calls per request.  (The requests go on the
+AioContext's ring, aio_add_sqe(), which only an io_uring monitor has:
+there is no epoll variant.)
 """
 import argparse
 import json
@@ -50,10 +44,8 @@ STEP_BLOCKS = 7919  # prime: the requests of a run walk the whole image
 
 def variants(args):
     """(name, binary, AIOLOOP_FDMON or None), in table order."""
-    vs = [("stock %d.%d" % args.version, args.stock, None)]
-    if args.version < (10, 0):
-        vs.append(("fork, epoll", args.fork, "epoll"))
-    return vs + [("fork, io_uring", args.fork, "io_uring")]
+    return [("stock %d.%d" % args.version, args.stock, None),
+            ("fork, io_uring", args.fork, "io_uring")]
 
 
 def bench_cmd(binary, img, rw, depth, count):
@@ -201,39 +193,6 @@ def measure(args, depths, target):
 
 def report(res, depths, vs):
     """The table and the targets; vs: the variants' names, stock first."""
-    if len(vs) == 2:
-        report_two(res, depths, vs)
-        return
-    med = {k: statistics.median(v) for k, v in res["iops"].items()}
-    enters = res["enters"]
-    cells = [(rw, d) for rw in ("read", "write") for d in depths]
-    print("| op | depth | " + " | ".join("%s IOPS" % v for v in vs) +
-          " | fork epoll / stock | fork io_uring / stock"
-          " | fork io_uring / fork epoll | enters per request"
-          " (stock / epoll / io_uring) |")
-    print("|---|---:|" + "---:|" * (len(vs) + 4))
-    met = []
-    for rw, d in cells:
-        s, e, u = (med[(v, rw, d)] for v in vs)
-        ent = [enters[(v, rw, d)] for v in vs]
-        print("| %s | %d | %s | %.2f | %.2f | %.2f | %s |" % (
-            rw, d, " | ".join("%.0f" % x for x in (s, e, u)), e / s, u / s,
-            u / e, " / ".join("%.2f" % x for x in ent)))
-        want = 1.15 if d == 1 else 1.0
-        met.append(("%s depth %d: io_uring >= %.2fx stock" % (rw, d, want),
-                    u >= want * s))
-        met.append(("%s depth %d: io_uring >= fork epoll" % (rw, d), u >= e))
-        if d == 1:
-            met.append(("%s depth 1: <= 1 enter per request" % rw,
-                        round(ent[2], 2) <= 1.0))
-        elif d == max(depths):
-            met.append(("%s depth %d: < 1 enter per request" % (rw, d),
-                        round(ent[2], 2) < 1.0))
-    print_targets(met)
-
-
-def report_two(res, depths, vs):
-    """Stock against the fork on io_uring (10.2 on)."""
     med = {k: statistics.median(v) for k, v in res["iops"].items()}
     enters = res["enters"]
     print("| op | depth | %s IOPS | %s IOPS | fork / stock | enters per "

@@ -1,6 +1,7 @@
 # SPDX-License-Identifier: MIT
 """The version of a QEMU binary (qemu-img, qemu-system-*), for the scripts
-whose checks and tables differ between QEMU 7.2 and 10.2."""
+whose checks depend on the QEMU version (Debian's qemu-system-x86 on
+bookworm is 7.2; the fork is 10.2)."""
 import re
 import subprocess
 import sys

@@ -6,8 +6,7 @@
 # run (aio-bench.c: aio_poll cost, fd handler add+remove and
 # add+modify+remove cost, timer_mod cost, bottom halves scheduled and run
 # singly, in bursts and from another thread; plain aio_poll() and
-# glib-attached): 7.2 in WORKDIR build-qemu (the default), 10.2 in
-# build-qemu10 (--build then runs ../build.sh --qemu 10.2).
+# glib-attached), on the QEMU 10.2 builds of WORKDIR.
 #
 # 1. With --build, first brings both QEMU builds up to date
 #    (../build.sh --both WORKDIR, incremental).  Without it the builds are
@@ -31,7 +30,7 @@
 #    WORKDIR/bench-results.txt, the table to WORKDIR/bench-table.md.  A
 #    cell is the median over rounds of each process's median.
 #
-# WORKDIR defaults to <repo>/build-qemu.
+# WORKDIR defaults to <repo>/build-qemu10.
 # Environment: ROUNDS (processes per case and config; default 3),
 # RUNS (runs per process, median reported; default 5),
 # MS (target ms per run; default 200), NICE (default 10),
@@ -60,7 +59,7 @@ while [ $# -gt 0 ]; do
     esac
     shift
 done
-work=$(realpath -m "${work:-$repo/build-qemu}")
+work=$(realpath -m "${work:-$repo/build-qemu10}")
 runs=${RUNS:-5}
 rounds=${ROUNDS:-3}
 ms=${MS:-200}
@@ -71,11 +70,7 @@ stamp() { echo "run.sh: [$(( $(date +%s) - t_start ))s] $*" >&2; }
 
 if [ "$build" = 1 ] && [ "$table_only" = 0 ]; then
     stamp "bringing stock and fork builds up to date"
-    # (the version of the source WORKDIR holds: fetch-source.sh's record)
-    qemu_opt=()
-    ! grep -q '^qemu_10\.2' "$work/src/.unpacked" 2>/dev/null ||
-        qemu_opt=(--qemu 10.2)
-    "$here/../build.sh" "${qemu_opt[@]}" --both "$work" >&2
+    "$here/../build.sh" --both "$work" >&2
 fi
 
 # ---------------------------------------------------------------------------

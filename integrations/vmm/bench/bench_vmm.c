@@ -8,7 +8,7 @@
  *   kvm_irqchip_add_msi_route() does); "batched" commits once.
  *
  *   Host notifiers: N ioeventfds.  "one txn each" commits every add on
- *   its own (QEMU 7.2 vhost's shape); "one txn" adds all in one.
+ *   its own (QEMU's vhost before 8.0); "one txn" adds all in one.
  *
  * Each cell is the median of ROUNDS runs, each on a fresh VM (VM creation
  * is not timed).  Prints a markdown table.  Exits 77 without /dev/kvm.
