@@ -3,26 +3,10 @@
  * fake_kvm.h - a model of the KVM VM ioctls the VMM library uses, behind
  * an aiol_vmm_kvm_ops table, for tests on machines with or without /dev/kvm.
  *
- * What it models (as Linux 6.x does; see the real-KVM test for checks of
- * the same rules against the kernel):
- *
- *   KVM_IOEVENTFD   assign: EINVAL for a bad length, a datamatch with
- *                   length 0, a wrapping range or unknown flags; EBADF for
- *                   a closed fd, EINVAL for one that is not an eventfd;
- *                   EEXIST when the write would also match a registration
- *                   already there (same bus and address, and a length 0 on
- *                   either side, or equal lengths with either side a
- *                   wildcard or equal data).  deassign: EBADF/EINVAL for
- *                   the fd, ENOENT when no registration of that eventfd
- *                   has exactly that address, length and data.
- *   KVM_SET_GSI_ROUTING  EINVAL for nr over the limit (4096, like
- *                   KVM_MAX_IRQ_ROUTES), flags, an entry's GSI at or past
- *                   the limit, an entry's flags, an unknown type, or an
- *                   MSI GSI given twice; otherwise replaces the table.
- *   KVM_IRQFD       assign: EINVAL for unknown flags or a non-eventfd,
- *                   EBADF, EBUSY when that eventfd already is an irqfd (on
- *                   any GSI).  deassign: EBADF/EINVAL for the fd; 0 even
- *                   when nothing matched (as KVM).
+ * What it models: KVM_IOEVENTFD, KVM_SET_GSI_ROUTING and KVM_IRQFD with
+ * the rules of kvm_model.h (shared with the LD_PRELOAD fake KVM of
+ * ../../qemu/fakekvm; see the real-KVM test for checks of the same rules
+ * against the kernel), on a VM with a full in-kernel irqchip; and
  *   KVM_CHECK_EXTENSION(KVM_CAP_IRQ_ROUTING)  the limit.
  *
  * Guest side: fk_guest_write() is a guest write that KVM would turn into

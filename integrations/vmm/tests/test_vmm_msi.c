@@ -195,8 +195,12 @@ static void test_limit_enospc(void **state)
         assert_int_equal(g, i);
     }
     assert_int_equal(aiol_vmm_msi_route_set(F.t, &m, &g), -ENOSPC);
+    /* An IOAPIC pin at the GSI freed below: KVM takes no irqchip pin at
+     * a GSI that has an MSI route. */
     memset(&pin, 0, sizeof(pin));
+    pin.gsi = 4095;
     pin.type = KVM_IRQ_ROUTING_IRQCHIP;
+    pin.u.irqchip.irqchip = 2;
     assert_int_equal(aiol_vmm_msi_fixed_set(F.t, &pin, 1), -ENOSPC);
     assert_int_equal(aiol_vmm_msi_table_count_get(F.t), 4096);
     assert_int_equal(fk_total(F.fk), 0);
@@ -231,14 +235,17 @@ static void test_reported_limit(void **state)
     assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 40, &t), -EINVAL);
 
     /* PIC and IOAPIC pins: 30 fixed entries leave room for 10 routes,
-     * though 16 GSIs are free. */
+     * though 16 GSIs are free.  (GSI g: IOAPIC pin g, and pin g % 8 of
+     * the PIC master below 8, of the slave from 8.) */
     struct kvm_irq_routing_entry pins[30];
     memset(pins, 0, sizeof(pins));
     for (int i = 0; i < 30; i++) {
-        pins[i].gsi = (uint32_t)(i / 2);
+        uint32_t g = (uint32_t)(i / 2);
+
+        pins[i].gsi = g;
         pins[i].type = KVM_IRQ_ROUTING_IRQCHIP;
-        pins[i].u.irqchip.irqchip = (uint32_t)(i % 2 ? 2 : 0);
-        pins[i].u.irqchip.pin = (uint32_t)(i / 2);
+        pins[i].u.irqchip.irqchip = i % 2 ? 2u : g / 8;
+        pins[i].u.irqchip.pin = i % 2 ? g : g % 8;
     }
     assert_int_equal(aiol_vmm_msi_table_new(&F.kvm, 24, &t), 0);
     assert_int_equal(aiol_vmm_msi_fixed_set(t, pins, 30), 0);
