@@ -41,7 +41,7 @@ SAN_ENV := ASAN_OPTIONS=abort_on_error=1:detect_leaks=1 \
 .PHONY: all deps bench-deps check check-unit check-distro check-distros in-distro check-reuse check-docs check-gcc check-asan check-clang check-release check-tsan bench \
         bench-python clean \
         fuzz check-fuzz fuzz-afl check-mutants \
-        qemu qemu-tests qemu-stock check-qemu check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
+        qemu qemu-tests qemu-stock check-notifiers-fake check-qemu check-qemu-iotests check-qemu-stock check-qemu-series check-guest \
         check-vhost-guest check-vhost-lifecycle check-asyncio check-pip \
         check-qtest check-install check-subproject clean-qemu \
         check-notifiers bench-loop bench-all bench-peers bench-notifiers bench-qemu-img bench-qemu-guest bench-qemu-scale bench-vmm bench-vhost bench-vhost-guest \
@@ -82,7 +82,7 @@ bench-deps: deps
 # unit, Python and asyncio suites again on Debian 13 and sid, and the
 # packages on bookworm and Debian 13.  (Every build also replays the fuzz
 # corpora: unit test fuzz-replay.)
-check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-notifiers check-qtest check-qemu-iotests check-guest check-vhost-guest check-vhost-lifecycle check-deb
+check: check-reuse check-gcc check-docs check-install check-pip check-subproject check-asan check-clang check-release check-asyncio check-distros check-tsan check-fuzz check-mutants check-qemu check-notifiers check-notifiers-fake check-qtest check-qemu-iotests check-guest check-vhost-guest check-vhost-lifecycle check-deb
 	@echo "make check: all suites passed"
 
 # Every file says its licence and copyright (REUSE 3.0): an SPDX line in
@@ -446,6 +446,15 @@ endef
 
 check-notifiers: qemu
 	$(call notifier_test,$(QEMU_WORK),check-notifiers)
+
+# The same checks with QEMU on a fake /dev/kvm (integrations/qemu/fakekvm,
+# LD_PRELOAD; built with the main build): the whole device path, virtio-pci,
+# vhost and accel/kvm, with the notifier ioctls checked against KVM's rules
+# and counted from the fake's own log, so they run where /dev/kvm is
+# missing too.
+FAKE_KVM := $(BUILD)/integrations/qemu/fakekvm/libfakekvm.so
+check-notifiers-fake: all qemu
+	integrations/qemu/notifiers.sh test $(QEMU_WORK) --fake-kvm $(FAKE_KVM)
 
 # A Linux guest whose disk aioloop-vhost-blk serves (vhost-user-blk-pci,
 # 1, 2 and 4 queues), and the daemon outliving its frontends (QEMU

@@ -2,11 +2,15 @@
 # SPDX-License-Identifier: MIT
 """The fork's notifier batching, checked on real KVM the way a guest meets it.
 
-    notifier-test.py FORK_QEMU
+    notifier-test.py [--fake-kvm SHIM] FORK_QEMU
 
 QEMU runs with -accel kvm and -qtest (no vCPU executes; bench/qtest_virtio.py
 plays the guest's virtio-pci driver) under strace, which counts the KVM
-ioctls of each step.  Checks, each in a fresh QEMU:
+ioctls of each step.  With --fake-kvm SHIM, QEMU runs instead on that
+LD_PRELOAD fake /dev/kvm (fakekvm/, built as
+build/integrations/qemu/fakekvm/libfakekvm.so), which checks the notifier
+ioctls against KVM's rules and logs them for the counts: the same checks
+without /dev/kvm.  Checks, each in a fresh QEMU:
 
   - a virtio-blk-pci start costs one KVM_SET_GSI_ROUTING (1 and 64
     queues), and so does a second start after a reset;
@@ -26,7 +30,7 @@ ioctls of each step.  Checks, each in a fresh QEMU:
     commit, one per queue).
 
 Every case also checks that QEMU is still alive and printed no assertion.
-Exits 77 when /dev/kvm cannot create a VM here.
+Exits 77 when /dev/kvm cannot create a VM here (and no --fake-kvm).
 """
 import os
 import shutil
@@ -54,7 +58,8 @@ def check(cond, what):
 
 
 class Traced:
-    """A fork QEMU under strace with the devices of @case."""
+    """A fork QEMU under strace (or on the fake KVM) with the devices of
+    @case."""
 
     def __init__(self, qemu, case, qmp=False):
         self.tmp = tempfile.mkdtemp(prefix="ntest-")
@@ -62,10 +67,9 @@ class Traced:
         self.daemon = nb.StorageDaemon(self.tmp, case.devices, case.queues) \
             if case.vhost else None
         paths = self.daemon.paths if self.daemon else []
+        wrapper, env = nb.traced(self.trace)
         self.q = Qtest.launch(qemu, nb.qemu_args(case, paths),
-                              wrapper=["strace", "-f", "-qq", "-e",
-                                       "trace=ioctl", "-e", "signal=none",
-                                       "-o", self.trace],
+                              wrapper=wrapper, env=env,
                               running=case.vhost, qmp=qmp)
         self.devs = [VirtioPci(self.q, 4 + i) for i in range(case.devices)]
         self.case = case
@@ -74,7 +78,8 @@ class Traced:
     def ioctls(self):
         """The KVM ioctls since the last call (counts; self.sequence: the
         same in order)."""
-        time.sleep(0.3)  # (strace writes each line as the call returns)
+        time.sleep(0.3)  # (strace and the fake write each line as the call
+        #                   returns)
         end = os.path.getsize(self.trace)
         counts = nb.count_ioctls(self.trace, self.pos, end)
         self.sequence = nb.ioctl_sequence(self.trace, self.pos, end)
@@ -252,17 +257,22 @@ def machine_start(qemu):
 
 
 def main():
-    if len(sys.argv) != 2:
+    args = sys.argv[1:]
+    if len(args) == 3 and args[0] == "--fake-kvm":
+        nb.use_fake_kvm(args[1])
+        args = args[2:]
+    if len(args) != 1:
         print(__doc__)
         return 2
-    qemu = sys.argv[1]
+    qemu = args[0]
     why = nb.kvm_usable()
     if why is not None:
         print("notifier-test: skipped: needs a usable /dev/kvm (%s)" % why)
         return 77
     global CONFIG_IRQFDS
     CONFIG_IRQFDS = 1 if qemu_version(qemu) >= (8, 0) else 0
-    print("notifier-test: %s" % qemu)
+    print("notifier-test: %s%s" % (qemu, " on the fake KVM %s" % nb.FAKE_KVM
+                                   if nb.FAKE_KVM else ""))
     start_costs_one_commit(qemu, "virtio-blk 1q", 1)
     start_costs_one_commit(qemu, "virtio-blk 64q", 64, starts=2)
     if shutil.which("qemu-storage-daemon"):

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# notifiers.sh test [WORKDIR]          the fork's notifier batching on KVM
+# notifiers.sh test [WORKDIR] [--fake-kvm SHIM]
+#                                      the fork's notifier batching on KVM
 # notifiers.sh bench [WORKDIR] [ARGS]  device start/stop: stock vs fork
 #
 # Installs what the scripts need (strace for the ioctl counts,
@@ -10,11 +11,15 @@
 # build.sh --both --all).  Without a usable /dev/kvm both say so: test
 # exits 77, a skip (make check-notifiers reports it as one), and bench
 # exits 0 (make bench-notifiers has nothing to compare, not a failure).
+# With --fake-kvm SHIM (build/integrations/qemu/fakekvm/libfakekvm.so,
+# built by ninja -C build) QEMU runs on that LD_PRELOAD fake /dev/kvm
+# instead, which also logs the ioctls for the counts: no /dev/kvm, no
+# strace needed.  (bench takes the option as well, after WORKDIR.)
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 mode=${1:?usage: notifiers.sh test|bench [WORKDIR] [ARGS...]}
-work=${2:-$here/../../build-qemu}
+work=${2:-$here/../../build-qemu10}
 shift $(( $# >= 2 ? 2 : 1 ))
 
 . "$here/pkgs.sh"
@@ -23,7 +28,7 @@ pkgs_install notifiers.sh strace qemu-system-common seabios qemu-system-data
 rc=0
 case $mode in
     test)
-        /usr/bin/python3 "$here/notifier-test.py" "$work/fork-build/qemu-system-x86_64" || rc=$?
+        /usr/bin/python3 "$here/notifier-test.py" "$@" "$work/fork-build/qemu-system-x86_64" || rc=$?
         ;;
     bench)
         /usr/bin/python3 "$here/bench/notifier_bench.py" --out "$work/bench-results" "$@" \

@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 """Device start and stop cost on real KVM: stock QEMU against the fork.
 
-    notifier_bench.py [--rounds N] [--quick] [--out DIR] STOCK_QEMU FORK_QEMU
+    notifier_bench.py [--rounds N] [--quick] [--out DIR] [--fake-kvm SHIM]
+                      STOCK_QEMU FORK_QEMU
 
 Each case is a fresh QEMU (-accel kvm -S -qtest: no vCPU runs, which PVM's
 nested KVM needs) with the devices of the case; qtest_virtio.py plays the
@@ -21,9 +22,15 @@ Cases (the fork's KVM notifier batching, docs/qemu.md):
   vhost-user-blk-pci with 1 and 64 queues against qemu-storage-daemon
     (Debian's qemu-system-common).
 
+With --fake-kvm SHIM (the LD_PRELOAD fake /dev/kvm built as
+build/integrations/qemu/fakekvm/libfakekvm.so) every QEMU runs on that
+fake instead of /dev/kvm, and the counts come from the log it writes
+(AIOL_FAKE_KVM_LOG, one strace-like line per ioctl) instead of strace:
+the same cases where /dev/kvm is missing (times then measure the fake).
+
 Prints a markdown table; writes DIR/notifier-bench.json and .dat (for
 gnuplot) when --out is given.  Exits 77 when /dev/kvm is missing or
-cannot create a VM.
+cannot create a VM (and no --fake-kvm).
 """
 import argparse
 import fcntl
@@ -43,10 +50,50 @@ from qtest_virtio import Qtest, QtestError, VirtioPci  # noqa: E402
 KVM_CREATE_VM = 0xAE01
 FIRMWARE = ["-L", "/usr/share/qemu", "-L", "/usr/share/seabios"]
 IOCTLS = ("KVM_SET_GSI_ROUTING", "KVM_IOEVENTFD", "KVM_IRQFD")
+STRACE = ["strace", "-f", "-qq", "-e", "trace=ioctl", "-e", "signal=none",
+          "-o"]
+# On the fake KVM, the wrapper in strace's place: a shell that forks QEMU,
+# so that QEMU, as under strace, gets an fd table sized by the fds open
+# when it is forked, not by ours (a table an exec inherits keeps its size:
+# with one of ours above 63, FDSize would be 256 from the start and the
+# fd-table checks of notifier-test.py could not fail).
+FORK = ["sh", "-c", '"$@"; exit $?', "sh"]
+# The fake /dev/kvm QEMU runs on (use_fake_kvm()), or None: real KVM.
+FAKE_KVM = None
+
+
+def use_fake_kvm(shim):
+    """Every QEMU from now on runs with LD_PRELOAD=@shim (the fake KVM),
+    which also logs the ioctls that strace would count."""
+    global FAKE_KVM
+    FAKE_KVM = os.path.abspath(shim)
+
+
+def qemu_env(log=None):
+    """The environment of a QEMU: None (ours) on real KVM; with the fake
+    KVM, LD_PRELOAD and (with @log) AIOL_FAKE_KVM_LOG."""
+    if FAKE_KVM is None:
+        return None
+    env = dict(os.environ, LD_PRELOAD=FAKE_KVM)
+    if log is not None:
+        env["AIOL_FAKE_KVM_LOG"] = log
+    return env
+
+
+def traced(log):
+    """(wrapper, env) for Qtest.launch() of a QEMU whose KVM ioctls go to
+    @log in strace's format: strace on real KVM, the fake's own log."""
+    if FAKE_KVM is None:
+        return STRACE + [log], None
+    open(log, "a").close()
+    return FORK, qemu_env(log)
 
 
 def kvm_usable():
-    """None, or why KVM cannot run these cases here."""
+    """None, or why KVM (or the fake KVM) cannot run these cases here."""
+    if FAKE_KVM is not None:
+        return None if os.path.isfile(FAKE_KVM) else \
+            "%s: no such file (ninja -C build)" % FAKE_KVM
     try:
         fd = os.open("/dev/kvm", os.O_RDWR | os.O_CLOEXEC)
     except OSError as e:
@@ -138,8 +185,8 @@ def qemu_args(case, vub_paths):
 
 
 def ioctl_sequence(path, start, end):
-    """The KVM ioctls (of IOCTLS) strace logged between byte offsets start
-    and end, in order."""
+    """The KVM ioctls (of IOCTLS) strace (or the fake KVM) logged between
+    byte offsets start and end, in order."""
     seq = []
     with open(path, errors="replace") as f:
         f.seek(start)
@@ -166,8 +213,7 @@ def run_case(qemu, case, strace=False):
     daemon = StorageDaemon(tmpdir, case.devices, case.queues) \
         if case.vhost else None
     trace = os.path.join(tmpdir, "strace.log")
-    wrapper = ["strace", "-f", "-qq", "-e", "trace=ioctl", "-e",
-               "signal=none", "-o", trace] if strace else []
+    wrapper, env = traced(trace) if strace else ([], qemu_env())
     q = None
     res = {"burst": None}
 
@@ -179,7 +225,7 @@ def run_case(qemu, case, strace=False):
 
     try:
         q = Qtest.launch(qemu, qemu_args(case, daemon.paths if daemon else []),
-                         wrapper=wrapper, running=case.vhost)
+                         wrapper=wrapper, env=env, running=case.vhost)
         devs = [VirtioPci(q, 4 + i) for i in range(case.devices)]
         for d in devs:
             d.setup(case.queues)
@@ -225,7 +271,7 @@ def run_machine_start(qemu, case, strace=False):
     res = {"stop": None, "burst": None}
     a = b = None
     try:
-        a = Qtest.launch(qemu, args, hlt_bios=True, qmp=True)
+        a = Qtest.launch(qemu, args, hlt_bios=True, qmp=True, env=qemu_env())
         for i in range(case.devices):
             d = VirtioPci(a, 4 + i)
             d.setup(case.queues)
@@ -237,10 +283,9 @@ def run_machine_start(qemu, case, strace=False):
             raise QtestError("migration failed")
         a.close()
         a = None
-        wrapper = ["strace", "-f", "-qq", "-e", "trace=ioctl", "-e",
-                   "signal=none", "-o", trace] if strace else []
+        wrapper, env = traced(trace) if strace else ([], qemu_env())
         b = Qtest.launch(qemu, args + ["-incoming", "defer"], hlt_bios=True,
-                         qmp=True, wrapper=wrapper)
+                         qmp=True, wrapper=wrapper, env=env)
         b.qmp("migrate-incoming", uri="exec:cat %s" % mig)
         _wait(b, "the incoming migration",
               lambda: b.qmp("query-status")["status"] != "inmigrate")
@@ -270,14 +315,18 @@ def main():
     ap.add_argument("--quick", action="store_true", help="3 rounds")
     ap.add_argument("--out")
     ap.add_argument("--cases", help="comma-separated case names (substrings)")
+    ap.add_argument("--fake-kvm", metavar="SHIM",
+                    help="run QEMU on this LD_PRELOAD fake /dev/kvm")
     ap.add_argument("stock")
     ap.add_argument("fork")
     a = ap.parse_args()
+    if a.fake_kvm:
+        use_fake_kvm(a.fake_kvm)
     why = kvm_usable()
     if why is not None:
         print("notifier_bench: skipped: needs a usable /dev/kvm (%s)" % why)
         return 77
-    if shutil.which("strace") is None:
+    if FAKE_KVM is None and shutil.which("strace") is None:
         print("notifier_bench: strace is missing (make bench-deps)")
         return 1
     rounds = 3 if a.quick else a.rounds
