@@ -367,12 +367,15 @@ bench-primitives: bench-build
 	  cat $(BUILD_BENCH)/bench-results/primitives.md; test $$rc = 0 -o $$rc = 77
 
 # aioloop-vhost-blk against qemu-storage-daemon's vhost-user-blk export,
-# same image, same run, driven by our host-side frontend
-# (integrations/vhost/bench/vhost_bench.py).
+# Debian's 7.2 and 10.2.2 built from Debian sid's source (the stock QEMU
+# build, made once), same image, same run, driven by our host-side
+# frontend (integrations/vhost/bench/vhost_bench.py).
 bench-vhost: bench-build
+	integrations/qemu/build.sh --stock --all $(QEMU_WORK)
 	/usr/bin/python3 integrations/vhost/bench/vhost_bench.py \
 	  --daemon $(BUILD_BENCH)/integrations/vhost/aioloop-vhost-blk \
 	  --bench $(BUILD_BENCH)/integrations/vhost/bench-vhost \
+	  --qsd10 $(QEMU_WORK)/stock-build/storage-daemon/qemu-storage-daemon \
 	  $(if $(findstring --quick,$(BENCH_ARGS)),--rounds 1 --seconds 1) \
 	  --json $(BUILD_BENCH)/bench-results/vhost.json
 

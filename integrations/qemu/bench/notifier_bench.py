@@ -9,8 +9,8 @@ Each case is a fresh QEMU (-accel kvm -S -qtest: no vCPU runs, which PVM's
 nested KVM needs) with the devices of the case; qtest_virtio.py plays the
 guest driver up to the write that starts the device (DRIVER_OK) and the
 write that stops it (status 0), and times both (from sending the write to
-QEMU's OK).  The two QEMUs take turns within a round, so machine noise
-hits both alike; a cell is the median over rounds.  One more run per case
+QEMU's OK).  The two QEMUs take turns within a round, in the other order
+every other round, so machine noise hits both alike; a cell is the median over rounds.  One more run per case
 and QEMU under `strace -f -e trace=ioctl` counts, for the start alone, the
 KVM_SET_GSI_ROUTING, KVM_IOEVENTFD and KVM_IRQFD calls (strace names
 them).
@@ -342,8 +342,12 @@ def main():
     res = {}
     for case in cases:
         times = {v: {"start": [], "stop": [], "burst": []} for v in qemus}
-        for _ in range(rounds):
-            for v, qemu in qemus.items():
+        for n in range(rounds):
+            # (every other round the other QEMU first: neither always runs
+            # right after the other's exit, whose teardown the kernel
+            # finishes in the background)
+            order = list(qemus.items())
+            for v, qemu in order[::-1] if n % 2 else order:
                 r = (run_machine_start if case.machine else run_case)(qemu,
                                                                      case)
                 for k in times[v]:

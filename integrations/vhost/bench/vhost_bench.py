@@ -5,7 +5,9 @@ driven from the host by bench-vhost (our own frontend), on the same image
 in the same run.
 
   vhost_bench.py --daemon BUILD/integrations/vhost/aioloop-vhost-blk \\
-                 --bench BUILD/integrations/vhost/bench-vhost [--rounds 3]
+                 --bench BUILD/integrations/vhost/bench-vhost
+                 [--qsd10 QEMU10_BUILD/storage-daemon/qemu-storage-daemon]
+                 [--rounds 3]
                  [--seconds 2] [--storage shm,disk] [--disk-dir DIR]
                  [--engines on|off] [--layouts on|off] [--threads on|off]
                  [--json OUT]
@@ -24,20 +26,28 @@ I/O engine (aio=threads and native on epoll, io_uring on the loop's
 ring), each also with busy polling (--poll-max-ns, default 32768 as
 QEMU's iothreads; 0: not run), against qemu-storage-daemon with the
 same aio= and the same cache mode, both started with qsd's
---blockdev/--export command line.  Every round runs every backend once per workload,
+--blockdev/--export command line.  The peers: Debian's
+qemu-storage-daemon 7.2 ("qsd", bookworm's qemu-system-common) and,
+with --qsd10, qemu-storage-daemon 10.2.2 built from Debian sid's source
+("qsd10", the stock build of integrations/qemu/build.sh), each engine
+with its export on qsd's main loop and on an --object iothread
+(", iothread"); the export's num-queues is the workload's.  The ratio
+column and the best-against-best table take the better of the peers'
+rows.  Every round runs every backend once per workload,
 interleaved; the table gives the medians and ours/qsd ratios.  Every
 process runs under timeout and is killed by its PID.
 
 Ring layouts (--layouts, on by default): ours on io_uring, with and
 without busy polling, each workload on split and on packed rings
 (bench-vhost --packed), interleaved; the table gives packed / split.
-qemu-storage-daemon 7.2 offers no packed rings, so it has no row there.
+qemu-storage-daemon's export offers no packed rings, so it has no row
+there.
 
 Loop threads (--threads, on by default): 2 and 4 queues, ours with one
 loop thread and with two (--threads 2), against qsd with its export on
-its main loop and on an --object iothread (7.2 runs all of an export's
-queues on one thread), each engine; the table gives each row against
-ours on one thread and against qsd's best.
+its main loop and on an --object iothread (7.2 and 10.2 run all of an
+export's queues on one thread), each engine, both peers; the table gives
+each row against ours on one thread and against the peers' best.
 
 Both tables run on every storage kind of --storage, on one image: on
 "disk" every backend opens it with O_DIRECT (qsd's best mode for a cold
@@ -71,32 +81,44 @@ MAX_EXPORTS = max(w[3] for w in WORKLOADS)
 ENGINES = ["threads", "native", "io_uring"]
 
 
+PEERS = ("qsd", "qsd10")
+
+
 def parse(name):
-    """(who, aio, direct, polled) of a backend's name."""
+    """(who, aio, direct, polled) of a backend's name (who: "aioloop" or
+    one of PEERS)."""
     who, rest = name.split(" ", 1)
     parts = rest.split(", ")
     return who, parts[0], "direct" in parts, "poll" in parts
 
 
-def backends(direct, poll_ns):
+def backends(args, direct):
     out = []
-    for who in ("aioloop", "qsd"):
+    for who in ("aioloop",) + peers(args):
         for aio in ENGINES:
             if aio == "native" and not direct:
                 continue
             name = "%s %s%s" % (who, aio, ", direct" if direct else "")
             out.append(name)
-            if who == "aioloop" and poll_ns > 0:
+            if who == "aioloop" and args.poll_max_ns > 0:
                 out.append(name + ", poll")
+            if who == "qsd10":
+                out.append(name + ", iothread")
     return out
 
 
-def peer(name):
-    """qsd with the same engine and cache mode, for one of ours."""
+def peers(args):
+    """The peers this run has: Debian's qsd, and qsd10 with --qsd10."""
+    return PEERS if args.qsd10 else PEERS[:1]
+
+
+def peer_rows(name, rows):
+    """The peers' rows with the engine and cache mode of our @name."""
     who, aio, direct, _ = parse(name)
     if who != "aioloop":
-        return None
-    return "qsd %s%s" % (aio, ", direct" if direct else "")
+        return []
+    return [b for b in rows if parse(b)[0] in PEERS and
+            parse(b)[1:3] == (aio, direct)]
 
 
 def wait_socket(path, proc, what, timeout=10):
@@ -119,7 +141,8 @@ def start_backend(name, args, socks, imgs, queues):
         cmd += ["--poll-max-ns", str(args.poll_max_ns)] if polled else []
         cmd += ["--threads", "2"] if ", 2 threads" in name else []
     else:
-        cmd = [shutil.which("qemu-storage-daemon")]
+        cmd = [args.qsd10 if who == "qsd10" else
+               shutil.which("qemu-storage-daemon")]
         if ", iothread" in name:
             cmd += ["--object", "iothread,id=io0"]
             iothread = ",iothread=io0"
@@ -205,8 +228,7 @@ def run_storage(args, storage):
     tmp = tempfile.mkdtemp(prefix="vhost-bench-", dir=where)
     imgs = [os.path.join(tmp, "disk%d.img" % i) for i in range(MAX_EXPORTS)]
     size = SIZES[storage]
-    names = backends(False, args.poll_max_ns) + \
-        backends(True, args.poll_max_ns)
+    names = backends(args, False) + backends(args, True)
     res = {w[0]: {b: [] for b in names} for w in WORKLOADS}
     try:
         for img in imgs:
@@ -318,18 +340,20 @@ THREAD_WORKLOADS = [
      ["--depth", "32", "--queues", "2", "--write"], 2),
 ]
 THREAD_BACKENDS = ["aioloop io_uring", "aioloop io_uring, 2 threads",
-                   "aioloop threads", "aioloop threads, 2 threads",
-                   "qsd io_uring", "qsd io_uring, iothread",
-                   "qsd threads", "qsd threads, iothread"]
+                   "aioloop threads", "aioloop threads, 2 threads"]
 
 
-def thread_backends(storage):
+def thread_backends(args, storage):
     """The thread table's backends; on a real disk with O_DIRECT also
     aio=native, on both sides."""
     names = list(THREAD_BACKENDS)
+    for who in peers(args):
+        names += ["%s %s%s" % (who, aio, where_)
+                  for aio in ("io_uring", "threads")
+                  for where_ in ("", ", iothread")]
     if storage == "disk":
         names += [b.replace("threads", "native", 1) for b in names
-                  if b.split(" ")[1] == "threads"]
+                  if parse(b)[1] == "threads"]
     return [on_disk(b, storage) for b in names]
 
 
@@ -338,22 +362,22 @@ def run_threads(args, storage):
     iothread: {(workload, backend): runs}."""
     return on_storage(args, storage, "threads", [
         (name, b, b, extra, queues) for name, extra, queues in THREAD_WORKLOADS
-        for b in thread_backends(storage)])
+        for b in thread_backends(args, storage)])
 
 
 def print_threads(args, storage, res, med):
     """The thread table; returns its summary."""
     print("\nloop threads (%s):\n" % where(args, storage))
     print("| workload | backend | kIOPS | p50 / p99 (us) | / its one thread "
-          "| / qsd's best |")
+          "| / the peers' best |")
     print("|---|---|---:|---|---:|---:|")
     out = {}
     for name, _, _ in THREAD_WORKLOADS:
         rows = {b: summary_row(res[(name, b)], med)
-                for b in thread_backends(storage)}
+                for b in thread_backends(args, storage)}
         out[name] = rows
         qsd_best = max(r["iops"] for b, r in rows.items()
-                       if b.startswith("qsd"))
+                       if parse(b)[0] in PEERS)
         for b, row in rows.items():
             one = b.replace(", 2 threads", "")
             ratio = ("%.2f" % (row["iops"] / rows[one]["iops"])
@@ -368,6 +392,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--daemon", required=True)
     ap.add_argument("--bench", required=True)
+    ap.add_argument("--qsd10")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--seconds", type=float, default=2)
     ap.add_argument("--storage", default="shm,disk")
@@ -381,6 +406,10 @@ def main():
     if shutil.which("qemu-storage-daemon") is None:
         print("vhost_bench: qemu-storage-daemon is missing "
               "(Debian's qemu-system-common)", file=sys.stderr)
+        return 1
+    if args.qsd10 and not os.access(args.qsd10, os.X_OK):
+        print("vhost_bench: %s is not executable" % args.qsd10,
+              file=sys.stderr)
         return 1
     storages = [x for x in args.storage.split(",") if x]
     if "disk" in storages and os.geteuid() != 0:
@@ -400,7 +429,7 @@ def main():
                                  if storage == "disk" else
                                  "256 MiB image on /dev/shm"))
         print("| workload | backend | kIOPS | p50 (us) | p99 (us) "
-              "| ours / qsd IOPS |")
+              "| ours / the peers' best, same engine |")
         print("|---|---|---:|---:|---:|---:|")
         for name, _, _, _ in WORKLOADS:
             summary[storage][name] = {}
@@ -410,28 +439,32 @@ def main():
                        "p99_us": med(runs, "p99_us"), "runs": runs}
                 summary[storage][name][b] = row
                 ratio = ""
-                if peer(b) in res[name]:
-                    ratio = "%.2f" % (iops / med(res[name][peer(b)], "iops"))
+                theirs = [med(res[name][p], "iops")
+                          for p in peer_rows(b, res[name])]
+                if theirs:
+                    ratio = "%.2f" % (iops / max(theirs))
                 print("| %s | %s | %.1f | %d | %d | %s |"
                       % (name, b, iops / 1000, row["p50_us"], row["p99_us"],
                          ratio))
         # the target: our best engine at or above qsd's best, per cache mode
         print("\n%s, best engine against best engine:\n" % storage)
-        print("| workload | cache | ours: best | qsd: best | ours / qsd "
+        print("| workload | cache | ours: best | peers: best | ours / peers "
               "| at or above |")
         print("|---|---|---|---|---:|---|")
         for name, _, _, _ in WORKLOADS:
             rows = summary[storage][name]
             for direct in (False, True):
-                def best(who):
+                def best(whos):
                     return max((r["iops"], b) for b, r in rows.items()
-                               if parse(b)[0] == who and
+                               if parse(b)[0] in whos and
                                parse(b)[2] == direct)
 
                 def engine(b):
-                    _, aio, _, polled = parse(b)
-                    return aio + (", polled" if polled else "")
-                (ours, ob), (theirs, tb) = best("aioloop"), best("qsd")
+                    who, aio, _, polled = parse(b)
+                    return ("" if who == "aioloop" else who + " ") + aio + \
+                        (", polled" if polled else "") + \
+                        (", iothread" if ", iothread" in b else "")
+                (ours, ob), (theirs, tb) = best(("aioloop",)), best(PEERS)
                 print("| %s | %s | %.1f (%s) | %.1f (%s) | %.2f | %s |"
                       % (name, "O_DIRECT" if direct else "buffered",
                          ours / 1000, engine(ob), theirs / 1000, engine(tb),
