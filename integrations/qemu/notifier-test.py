@@ -41,14 +41,13 @@ import time
 here = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(here, "bench"))
 import notifier_bench as nb  # noqa: E402
-from qemu_version import qemu_version  # noqa: E402
 from qtest_virtio import Qtest, VirtioPci  # noqa: E402
 
 FAILED = []
 
-# Irqfds a device start attaches besides one per queue: from QEMU 8.0 on
-# the config vector has one as well (set by main() from the binary).
-CONFIG_IRQFDS = 0
+# Irqfds a device start attaches besides one per queue: the config
+# vector's (QEMU has given it one since 8.0).
+CONFIG_IRQFDS = 1
 
 
 def check(cond, what):
@@ -269,8 +268,6 @@ def main():
     if why is not None:
         print("notifier-test: skipped: needs a usable /dev/kvm (%s)" % why)
         return 77
-    global CONFIG_IRQFDS
-    CONFIG_IRQFDS = 1 if qemu_version(qemu) >= (8, 0) else 0
     print("notifier-test: %s%s" % (qemu, " on the fake KVM %s" % nb.FAKE_KVM
                                    if nb.FAKE_KVM else ""))
     start_costs_one_commit(qemu, "virtio-blk 1q", 1)
