@@ -25,6 +25,8 @@
  * remover bumps embed_gen (seq_cst) before it reads walkers to decide
  * whether to free: either we see the bump and take the lock, or it sees
  * our walk and parks the handler, whose deleted flag dispatch checks.
+ * A table with more fds than the host takes is cached too (over): while
+ * it is current, embed_fds() answers -ENOSPC without the lock or a walk.
  * A loop never embedded this way (loop->embed_listed false) has no cache
  * to invalidate, and its table changes skip the bump.
  */
@@ -163,11 +165,17 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     if (loop->fdmon->embed == NULL || loop->fdmon->embed->direct_enter == NULL) {
         return -ENOTSUP;
     }
-    if (c->n <= max && embed_current(loop)) {
-        for (size_t i = 0; i < c->n; i++) {
-            fds[i] = c->ent[i].pfd;
+    if (embed_current(loop)) {
+        if (c->over) {
+            if (max <= c->n) {
+                return -ENOSPC; /* still too many: the loop fd, as before */
+            }
+        } else if (c->n <= max) {
+            for (size_t i = 0; i < c->n; i++) {
+                fds[i] = c->ent[i].pfd;
+            }
+            return (int)c->n;
         }
-        return (int)c->n;
     }
     aiol__lock(loop);
     loop->embed_listed = true; /* from now on table changes bump embed_gen */
@@ -194,7 +202,8 @@ int aiol_loop_embed_fds(aiol_loop *loop, struct pollfd *fds, size_t max)
     if (!aiol__embed_direct(loop, ret == 0) && ret == 0) {
         ret = -EBUSY; /* the monitor needs the loop fd polled this round */
     }
-    c->valid = c->valid && ret == 0;
+    c->valid = c->valid && (ret == 0 || ret == -ENOSPC);
+    c->over = ret == -ENOSPC;
     c->n = n;
     /* Under the lock, which every bump holds: exact. */
     c->gen = atomic_load_explicit(&loop->embed_gen, memory_order_relaxed);
@@ -251,7 +260,7 @@ void aiol__embed_ready(aiol_loop *loop, aiol__ready_list *ready,
     const aiol__embed_cache *c = &loop->embed;
     size_t i;
 
-    if (n != c->n || !embed_current(loop)) {
+    if (n != c->n || c->over || !embed_current(loop)) {
         ready_from_host(loop, ready, fds, n);
         return;
     }

@@ -133,6 +133,11 @@ typedef struct aiol__embed_entry {
 
 typedef struct aiol__embed_cache {
     bool valid;
+    /*
+     * The table had more than n listable fds: n was the max asked, and
+     * a call asking at most n gets -ENOSPC without a walk.
+     */
+    bool over;
     uint_fast64_t gen;        /* loop->embed_gen it is current for */
     size_t n, cap;
     aiol__embed_entry *ent;

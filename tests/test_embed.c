@@ -403,7 +403,14 @@ static void test_embed_direct_fds(void **state)
     assert_non_null(e = entry_for(fds, n, wfd));
     assert_int_equal(e->events & (POLLIN | POLLOUT), POLLOUT);
     assert_int_equal(aiol_loop_embed_fds(loop, fds, 3), -ENOSPC);
+    /* remembered: still too many for as much room or less, not for more */
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 3), -ENOSPC);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 2), -ENOSPC);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 4), 4);
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 3), -ENOSPC);
     assert_int_equal(aiol_fd_remove(loop, wfd), 0);
+    /* the table changed: what was too many fits now */
+    assert_int_equal(aiol_loop_embed_fds(loop, fds, 3), 3);
 
     /* the host's revents replace the loop's own wait: no monitor wait */
     tu_eventfd_signal(a.fd);
