@@ -185,10 +185,12 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
         struct timespec ts;
         int got;
 
-        aiol__lock(loop);
-        (void)aiol__embed_direct(loop, false); /* our own wait: re-arm all */
-        aiol__uring_polls_flush(loop, s);
-        aiol__unlock(loop);
+        if (aiol__embed_is_direct(loop) || aiol__uring_polls_listed(s)) {
+            aiol__lock(loop);
+            (void)aiol__embed_direct(loop, false); /* our own wait: re-arm all */
+            aiol__uring_polls_flush(loop, s);
+            aiol__unlock(loop);
+        }
 
         if (deadline_ns == 0) {
             ret = aiol__uring_ring_look(loop, s);
@@ -206,9 +208,12 @@ static int uring_wait(aiol_loop *loop, aiol__ready_list *ready,
             return ret;
         }
 
-        aiol__lock(loop);
-        got = aiol__uring_cqes_reap(loop, s, ready);
-        aiol__unlock(loop);
+        got = -1;
+        if (io_uring_cq_ready(&s->ring) != 0) { /* (only we reap) */
+            aiol__lock(loop);
+            got = aiol__uring_cqes_reap(loop, s, ready);
+            aiol__unlock(loop);
+        }
         if (got > 0) {
             queued += got;
         }
@@ -232,11 +237,12 @@ static void uring_flush(aiol_loop *loop)
     aiol__uring_state *s = loop->fdmon_state;
 
     aiol__uring_bind(loop);
-    aiol__lock(loop);
-    if (!aiol__embed_is_direct(loop)) {
+    /* Relaxed is exact for direct mode: only the polling thread sets it. */
+    if (!aiol__embed_is_direct(loop) && aiol__uring_polls_listed(s)) {
+        aiol__lock(loop);
         aiol__uring_polls_flush(loop, s);
+        aiol__unlock(loop);
     }
-    aiol__unlock(loop);
     (void)aiol__uring_ring_look(loop, s);
     if (s->host_bound) {
         aiol__uring_host_efd_arm(s);

@@ -55,6 +55,7 @@ static void mark_dirty(aiol__uring_state *s, int fd)
     aiol__check(aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
                                    &s->fds[fd].dirty, fd) == 0,
                 "dirty list full despite aiol__uring_poll_reserve()");
+    atomic_store_explicit(&s->listed, true, memory_order_relaxed);
 }
 
 /*
@@ -161,6 +162,7 @@ void aiol__uring_polls_flush(aiol_loop *loop, aiol__uring_state *s)
         sync_fd(loop, s, s->fired[i]);
     }
     s->ndirty = s->nfired = 0;
+    atomic_store_explicit(&s->listed, false, memory_order_relaxed);
     s->owed = false;
     atomic_store_explicit(&s->cancel_owed, false, memory_order_relaxed);
 }
@@ -235,6 +237,7 @@ int aiol__uring_poll_complete(aiol_loop *loop, aiol__uring_state *s,
         aiol__check(aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap,
                                        &st->fired, fd) == 0,
                     "fired list full despite aiol__uring_poll_reserve()");
+        atomic_store_explicit(&s->listed, true, memory_order_relaxed);
         if (res < 0) {
             /*
              * -ECANCELED of the current generation: not our cancel (those

@@ -71,6 +71,16 @@ typedef struct aiol__uring_state {
      * wait and a stale true costs one look.
      */
     atomic_bool cancel_owed;
+    /*
+     * Set under the lock when an fd joins the dirty or the fired list,
+     * cleared by aiol__uring_polls_flush(); read by the polling thread
+     * without the lock, to skip it when there is nothing to flush.  As
+     * epoll's has_dirty: the seq_cst fences F1 (the poller, after
+     * announcing that it may sleep) and F4 (handler.c, after a deferred
+     * change) pair so that either the poller sees the flag or the changer
+     * sees the announcement and wakes it.
+     */
+    atomic_bool listed;
     /* Requests; polling thread. */
     AIOL_LIST_HEAD(, aiol_uring_req) inflight; /* submitted, not completed */
     unsigned npending;         /* submitted, callback not yet run */
@@ -164,6 +174,14 @@ int aiol__uring_poll_update(aiol_loop *loop, aiol__handler *old,
 int aiol__uring_poll_reserve(aiol_loop *loop, size_t more, int max_fd);
 /* Under loop->lock.  Queues the SQEs for every pending change. */
 void aiol__uring_polls_flush(aiol_loop *loop, aiol__uring_state *s);
+/*
+ * Polling thread, without the lock: whether aiol__uring_polls_flush() has
+ * anything to do.  seq_cst: pairs with F4 through F1 (see listed).
+ */
+static inline bool aiol__uring_polls_listed(aiol__uring_state *s)
+{
+    return atomic_load_explicit(&s->listed, memory_order_seq_cst);
+}
 /*
  * Under loop->lock; polling thread.  The embed op direct_enter: queues a
  * POLL_REMOVE per armed fd (the next look submits them: embed.c flushes
