@@ -49,13 +49,21 @@ int aiol__uring_poll_reserve(aiol_loop *loop, size_t more, int max_fd)
                             &s->fired_cap);
 }
 
-/* Under loop->lock.  Puts @fd on the dirty list (room: aiol__uring_poll_reserve()). */
+/*
+ * Under loop->lock.  Puts @fd on the dirty or the fired list (@on its
+ * flag; room: aiol__uring_poll_reserve()) and tells the poller (listed).
+ */
+static void list_fd(aiol__uring_state *s, int **v, size_t *n, size_t *cap,
+                    bool *on, int fd)
+{
+    aiol__check(aiol__fd_list_mark(v, n, cap, on, fd) == 0,
+                "dirty or fired list full despite aiol__uring_poll_reserve()");
+    atomic_store_explicit(&s->listed, true, memory_order_relaxed);
+}
+
 static void mark_dirty(aiol__uring_state *s, int fd)
 {
-    aiol__check(aiol__fd_list_mark(&s->dirty, &s->ndirty, &s->dirty_cap,
-                                   &s->fds[fd].dirty, fd) == 0,
-                "dirty list full despite aiol__uring_poll_reserve()");
-    atomic_store_explicit(&s->listed, true, memory_order_relaxed);
+    list_fd(s, &s->dirty, &s->ndirty, &s->dirty_cap, &s->fds[fd].dirty, fd);
 }
 
 /*
@@ -234,10 +242,7 @@ int aiol__uring_poll_complete(aiol_loop *loop, aiol__uring_state *s,
             return 0;
         }
         /* re-armed by the next flush (room: aiol__uring_poll_reserve()) */
-        aiol__check(aiol__fd_list_mark(&s->fired, &s->nfired, &s->fired_cap,
-                                       &st->fired, fd) == 0,
-                    "fired list full despite aiol__uring_poll_reserve()");
-        atomic_store_explicit(&s->listed, true, memory_order_relaxed);
+        list_fd(s, &s->fired, &s->nfired, &s->fired_cap, &st->fired, fd);
         if (res < 0) {
             /*
              * -ECANCELED of the current generation: not our cancel (those
