@@ -24,10 +24,16 @@
  *                        it (N ignored)
  *             bh_burst   N bottom halves scheduled, then one aio_poll()
  *                        runs them all; cost per bottom half
- *             bh_xthread another thread schedules the bottom half and
- *                        waits until it ran, the context's thread in
- *                        blocking aio_poll(); cost per round trip, the
- *                        notify and wakeup included (N ignored)
+ *             bh_xthread another thread schedules the bottom half
+ *                        while the context's thread sleeps in blocking
+ *                        aio_poll(), and waits until it ran: the wakeup
+ *                        latency, from qemu_bh_schedule() to the bottom
+ *                        half's run seen by the scheduling thread, the
+ *                        notify and the wakeup included (N ignored).
+ *                        With two or more CPUs allowed, the context's
+ *                        thread runs on the first and the other thread on
+ *                        the second (pinned=yes), as a vCPU thread kicks
+ *                        an iothread on another core
  *   VARIANT   plain      a private AioContext driven by aio_poll(ctx, false)
  *             glib       the AioContext's GSource attached to a private
  *                        GMainContext, driven by
@@ -45,7 +51,7 @@
  *   iters=123 median_ns=1612345.6 min_ns=... max_ns=... check=ok
  * median_ns is nanoseconds per iteration (aio_poll), per add+remove pair
  * (addrm), per add+modify+remove triple (addmodrm), per timer_mod call (timer_mod), per bottom half (bh_single,
- * bh_burst) or per cross-thread round trip (bh_xthread).
+ * bh_burst) or per wakeup (bh_xthread).
  *
  * Notes on method:
  * - The AioContext is created in, made current for, and polled only from
@@ -347,27 +353,96 @@ static uint64_t run_bh_burst(uint64_t iters)
 typedef struct XThread {
     QemuThread thread;
     uint64_t iters;
+    uint64_t latency_ns;    /* sum over the iterations */
 } XThread;
+
+/*
+ * bh_xthread's CPUs: the context's thread on xcpu[0], the other thread on
+ * xcpu[1], or both unpinned (xcpus < 2).  Left to the scheduler, the two
+ * threads share one core in some runs and not in others, and a spinning
+ * thread holds the core of the thread it waits for until its time slice
+ * ends: a process's wakeups came out 1 or 12 us depending on where its
+ * threads landed.
+ */
+static int xcpu[2];
+static int xcpus;
+
+static void xcpus_find(void)
+{
+    cpu_set_t set;
+
+    if (sched_getaffinity(0, sizeof(set), &set) < 0) {
+        return;
+    }
+    for (int c = 0; c < CPU_SETSIZE && xcpus < 2; c++) {
+        if (CPU_ISSET(c, &set)) {
+            xcpu[xcpus++] = c;
+        }
+    }
+}
+
+/* Pins the calling thread to xcpu[i], when there are two to choose. */
+static void xcpu_pin(int i)
+{
+    cpu_set_t set;
+    int err;
+
+    if (xcpus < 2) {
+        return;
+    }
+    CPU_ZERO(&set);
+    CPU_SET(xcpu[i], &set);
+    err = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (err) {
+        fprintf(stderr, "aio-bench: pinning to CPU %d: %s\n", xcpu[i],
+                strerror(err));
+        exit(1);
+    }
+}
+
+/*
+ * Before each schedule the other thread waits this long after the last
+ * run, so the context's thread has finished that iteration and gone to
+ * sleep in the next (it needs a few microseconds): every iteration times
+ * a wakeup.  Scheduling again right away would race that thread's next
+ * timeout computation instead, and a loop that finishes its iteration
+ * sooner would sleep, and pay for a wakeup, more often.
+ */
+#define XTHREAD_GAP_NS 30000
+
+/* The wall time of the last run_bh_xthread(), gaps included. */
+static uint64_t xthread_wall_ns;
 
 /* The other thread: one schedule per round, waiting for its run. */
 static void *bh_producer(void *opaque)
 {
     XThread *x = opaque;
+    uint64_t t_run = now_ns();
 
+    xcpu_pin(1);
     for (uint64_t i = 0; i < x->iters; i++) {
+        uint64_t t_sched;
+
+        while ((t_sched = now_ns()) - t_run < XTHREAD_GAP_NS) {
+            /* spin: the context's thread goes to sleep meanwhile */
+        }
         qemu_bh_schedule(bhs[0]);
         while (qatomic_read(&bh_xruns) <= i) {
-            /* spin: the round trip is what is measured */
+            /* spin: the wakeup is what is measured */
         }
+        t_run = now_ns();
+        x->latency_ns += t_run - t_sched;
     }
     return NULL;
 }
 
+/* Returns the summed wakeup latency; the wall time goes to xthread_wall_ns. */
 static uint64_t run_bh_xthread(uint64_t iters)
 {
     XThread x = { .iters = iters };
     uint64_t t0;
 
+    xcpu_pin(0);
     qatomic_set(&bh_xruns, 0);
     t0 = now_ns();
     qemu_thread_create(&x.thread, "bh-producer", bh_producer, &x,
@@ -380,7 +455,8 @@ static uint64_t run_bh_xthread(uint64_t iters)
         }
     }
     qemu_thread_join(&x.thread);
-    return now_ns() - t0;
+    xthread_wall_ns = now_ns() - t0;
+    return x.latency_ns;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -515,6 +591,9 @@ static void *bench_thread(void *opaque)
     iters = 1;
     for (;;) {
         elapsed = b->run(iters);
+        if (b->run == run_bh_xthread) {
+            elapsed = xthread_wall_ns; /* (the run's length, gaps included) */
+        }
         if (elapsed >= MAX(target_ns / 10, 20000000ull) ||
             iters >= (1ull << 40)) {
             break;
@@ -585,6 +664,7 @@ int main(int argc, char **argv)
     }
 
     raise_nofile_limit();
+    xcpus_find();
     no_io_uring = getenv("AIO_BENCH_NO_IO_URING") &&
                   strcmp(getenv("AIO_BENCH_NO_IO_URING"), "0");
     if (no_io_uring) {
@@ -621,6 +701,9 @@ int main(int argc, char **argv)
            b.per_iter[b.runs - 1], check);
     if (b.run == run_aio_poll) {
         printf(" signalled=%" PRIu64 " fired=%" PRIu64, n_signalled, n_fired);
+    }
+    if (b.run == run_bh_xthread) {
+        printf(" pinned=%s", xcpus < 2 ? "no" : "yes");
     }
     printf("\n");
     fflush(stdout);
