@@ -361,8 +361,7 @@ typedef struct XThread {
  * xcpu[1], or both unpinned (xcpus < 2).  Left to the scheduler, the two
  * threads share one core in some runs and not in others, and a spinning
  * thread holds the core of the thread it waits for until its time slice
- * ends: a process's wakeups came out 1 or 12 us depending on where its
- * threads landed.
+ * ends, so a process's wakeups depended on where its threads landed.
  */
 static int xcpu[2];
 static int xcpus;
